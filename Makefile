@@ -1,0 +1,47 @@
+# The two commands: `make run` and `make test`. Everything else is what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PROTOS := $(wildcard proto/memsvc/v1/*.proto)
+# torch is pinned to the CPU build; an unpinned torch would pull a multi-GB CUDA build.
+TORCH := torch==2.13.0
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install run test test-all lint typecheck gen check-gen clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: install
+	$(BIN)/memsvc serve
+
+gen: install
+	$(BIN)/python tools/gen_proto.py
+
+check-gen: install
+	$(BIN)/python tools/gen_proto.py --check
+
+lint: install
+	$(BIN)/ruff check memsvc tests tools
+	$(BIN)/ruff format --check memsvc tests tools
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install check-gen lint typecheck
+	$(BIN)/pytest
+
+test-all: install check-gen lint typecheck
+	$(BIN)/pytest -m ""
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
