@@ -43,5 +43,17 @@ test: install check-gen lint typecheck
 test-all: install check-gen lint typecheck
 	$(BIN)/pytest -m ""
 
+# Contract checks (buf lint and breaking), the API reference and the TypeScript and Go
+# clients; the Node tooling comes from package-lock.json (npm ci when it changed).
+.PHONY: contract docs gen-clients
+contract:
+	tools/contract_check.sh
+
+docs: install
+	$(BIN)/python tools/gen_api_docs.py
+
+gen-clients:
+	tools/gen_clients.sh
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

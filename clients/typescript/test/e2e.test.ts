@@ -1,0 +1,72 @@
+// End-to-end test of MemoryClient against a running memsvc (MEMSVC_ADDRESS, MEMSVC_API_KEY).
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, describe, test } from "node:test";
+import { GrpcStatus, MemoryClient, MemoryKind, MemsvcError } from "../src/index.js";
+
+const address = process.env["MEMSVC_ADDRESS"] ?? "";
+const apiKey = process.env["MEMSVC_API_KEY"] ?? "";
+const skip = address && apiKey ? false : "MEMSVC_ADDRESS and MEMSVC_API_KEY are not set";
+
+describe("memsvc end to end", { skip }, () => {
+  // The first calls may load the embedding model, hence the generous deadline.
+  const client = skip ? undefined : new MemoryClient(address, apiKey, { deadlineMs: 120_000 });
+  const userId = `ts-e2e-${randomUUID()}`;
+
+  after(async () => {
+    await client?.forgetUser(userId).catch(() => undefined);
+    client?.close();
+  });
+
+  test("adds memories for a fresh user and finds them by query", async () => {
+    assert.ok(client);
+    const added = await client.addMemories(userId, [
+      {
+        content: "My dog is a beagle called Biscuit who loves the beach.",
+        kind: MemoryKind.FACT,
+        importance: 0.9,
+        tags: ["pets"],
+      },
+      {
+        content: "I am learning to play the cello on Tuesday evenings.",
+        kind: MemoryKind.EPISODE,
+        importance: 0.8,
+      },
+    ]);
+    assert.equal(added.memories.length, 2);
+    const dog = added.memories[0];
+    assert.ok(dog?.id, "the server assigns an id");
+    assert.equal(dog.userId, userId);
+    assert.deepEqual(added.created, [true, true]);
+
+    const fetched = await client.getMemory(userId, dog.id);
+    assert.equal(fetched.content, dog.content);
+
+    const response = await client.query({ userId, query: "What is the name of my dog?" });
+    const ids = response.memories.map((r) => r.memory?.id);
+    assert.ok(ids.includes(dog.id), `query results ${JSON.stringify(ids)} miss ${dog.id}`);
+    const hit = response.memories.find((r) => r.memory?.id === dog.id);
+    assert.ok(hit && hit.score > 0 && hit.score <= 1, "the hit carries a score in (0, 1]");
+
+    const listed = [];
+    for await (const memory of client.iterateMemories({ userId })) {
+      listed.push(memory.id);
+    }
+    assert.deepEqual(new Set(listed), new Set(added.memories.map((m) => m.id)));
+  });
+
+  test("an empty content is a typed INVALID_ARGUMENT naming the field", async () => {
+    assert.ok(client);
+    await assert.rejects(client.addMemories(userId, [{ content: "" }]), (error: unknown) => {
+      assert.ok(error instanceof MemsvcError, `expected MemsvcError, got ${String(error)}`);
+      assert.equal(error.code, GrpcStatus.INVALID_ARGUMENT);
+      assert.ok(error.reason, "the status carries a google.rpc.ErrorInfo reason");
+      const fields = error.fieldViolations.map((v) => v.field);
+      assert.ok(
+        fields.some((field) => field === "content" || field.endsWith(".content")),
+        `field violations ${JSON.stringify(fields)} do not name the content field`,
+      );
+      return true;
+    });
+  });
+});
