@@ -1,0 +1,246 @@
+"""Translation between generated protobuf messages and domain types (and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from memsvc.domain.models import (
+    Memory,
+    MemoryChanges,
+    MemoryFilter,
+    MemoryKind,
+    NewMemory,
+    RankedMemory,
+    RetentionStatus,
+    Role,
+    ScoreBreakdown,
+    Tier,
+)
+from memsvc.errors import InvalidArgument
+from memsvc.pipeline.context import QueryInput, QueryReport, Turn
+from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
+
+E = TypeVar("E")
+
+ROLES: dict[int, Role] = {
+    memory_pb2.ROLE_USER: Role.USER,
+    memory_pb2.ROLE_ASSISTANT: Role.ASSISTANT,
+    memory_pb2.ROLE_SYSTEM: Role.SYSTEM,
+}
+KINDS: dict[int, MemoryKind] = {
+    memory_pb2.MEMORY_KIND_FACT: MemoryKind.FACT,
+    memory_pb2.MEMORY_KIND_PREFERENCE: MemoryKind.PREFERENCE,
+    memory_pb2.MEMORY_KIND_EPISODE: MemoryKind.EPISODE,
+    memory_pb2.MEMORY_KIND_DECISION: MemoryKind.DECISION,
+    memory_pb2.MEMORY_KIND_SUMMARY: MemoryKind.SUMMARY,
+    memory_pb2.MEMORY_KIND_RECOMMENDATION: MemoryKind.RECOMMENDATION,
+    memory_pb2.MEMORY_KIND_COMMITMENT: MemoryKind.COMMITMENT,
+}
+TIERS: dict[int, Tier] = {
+    memory_pb2.TIER_HOT: Tier.HOT,
+    memory_pb2.TIER_WARM: Tier.WARM,
+    memory_pb2.TIER_COLD: Tier.COLD,
+}
+STATUSES: dict[int, RetentionStatus] = {
+    memory_pb2.RETENTION_STATUS_ACTIVE: RetentionStatus.ACTIVE,
+    memory_pb2.RETENTION_STATUS_SUPERSEDED: RetentionStatus.SUPERSEDED,
+    memory_pb2.RETENTION_STATUS_ARCHIVED: RetentionStatus.ARCHIVED,
+}
+MODES: dict[int, str] = {
+    query_service_pb2.QUERY_MODE_UNSPECIFIED: "direct",
+    query_service_pb2.QUERY_MODE_DIRECT: "direct",
+    query_service_pb2.QUERY_MODE_MULTI_QUERY: "multi_query",
+    query_service_pb2.QUERY_MODE_FUSION: "fusion",
+    query_service_pb2.QUERY_MODE_APPLICABILITY: "applicability",
+    query_service_pb2.QUERY_MODE_AGENT: "agent",
+    query_service_pb2.QUERY_MODE_AUTO: "auto",
+}
+MODE_ENUMS: dict[str, Any] = {
+    name: number for number, name in MODES.items() if number != query_service_pb2.QUERY_MODE_UNSPECIFIED
+}
+
+
+def _invert(mapping: Mapping[int, E]) -> dict[E, Any]:
+    return {v: k for k, v in mapping.items()}
+
+
+ROLE_ENUMS, KIND_ENUMS, TIER_ENUMS, STATUS_ENUMS = _invert(ROLES), _invert(KINDS), _invert(TIERS), _invert(STATUSES)
+
+
+def enum_value(mapping: Mapping[int, E], value: int, field: str, default: E | None) -> E | None:
+    """Map an enum number; UNSPECIFIED (0) gives `default`, an unknown number is INVALID_ARGUMENT."""
+    if value == 0:
+        return default
+    if value not in mapping:
+        raise InvalidArgument.field(field, f"unknown value {value}")
+    return mapping[value]
+
+
+def _required(value: E | None) -> E:
+    assert value is not None
+    return value
+
+
+def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
+    data: dict[str, Any] = json_format.MessageToDict(struct)
+    return data
+
+
+def dict_to_struct(data: Mapping[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(dict(data))
+    return struct
+
+
+def ts_to_s(ts: timestamp_pb2.Timestamp) -> float:
+    return float(ts.seconds) + ts.nanos / 1e9
+
+
+def s_to_ts(seconds: float) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def new_memory(msg: write_service_pb2.NewMemory, field: str) -> NewMemory:
+    return NewMemory(
+        content=msg.content,
+        role=_required(enum_value(ROLES, msg.role, f"{field}.role", Role.USER)),
+        kind=_required(enum_value(KINDS, msg.kind, f"{field}.kind", MemoryKind.FACT)),
+        tags=tuple(msg.tags),
+        session_id=msg.session_id,
+        importance=msg.importance if msg.HasField("importance") else None,
+        metadata=struct_to_dict(msg.metadata),
+        tier=_required(enum_value(TIERS, msg.tier, f"{field}.tier", Tier.HOT)),
+        created_at=ts_to_s(msg.create_time) if msg.HasField("create_time") else None,
+        idempotency_key=msg.idempotency_key,
+    )
+
+
+UPDATE_FIELDS = ("content", "tags", "tier", "importance", "metadata")
+
+
+def memory_changes(request: write_service_pb2.UpdateMemoryRequest) -> MemoryChanges:
+    paths = list(request.update_mask.paths)
+    unknown = [p for p in paths if p not in UPDATE_FIELDS]
+    if unknown:
+        raise InvalidArgument.field("update_mask", f"unknown or immutable fields {unknown}; allowed: {UPDATE_FIELDS}")
+    m = request.memory
+    return MemoryChanges(
+        content=m.content if "content" in paths else None,
+        tags=tuple(m.tags) if "tags" in paths else None,
+        tier=enum_value(TIERS, m.tier, "memory.tier", None) if "tier" in paths else None,
+        importance=m.importance if "importance" in paths else None,
+        metadata=struct_to_dict(m.metadata) if "metadata" in paths else None,
+    )
+
+
+def memory_filter(msg: memory_pb2.MemoryFilter, field: str = "filter") -> MemoryFilter:
+    return MemoryFilter(
+        tier=enum_value(TIERS, msg.tier, f"{field}.tier", None),
+        tags_any=tuple(msg.tags_any),
+        session_id=msg.session_id,
+        metadata=struct_to_dict(msg.metadata),
+        min_importance=msg.min_importance if msg.HasField("min_importance") else None,
+        roles=tuple(_required(enum_value(ROLES, r, f"{field}.roles", Role.USER)) for r in msg.roles),
+        kinds=tuple(_required(enum_value(KINDS, k, f"{field}.kinds", MemoryKind.FACT)) for k in msg.kinds),
+        created_after=ts_to_s(msg.create_time_after) if msg.HasField("create_time_after") else None,
+        created_before=ts_to_s(msg.create_time_before) if msg.HasField("create_time_before") else None,
+        include_inactive=msg.include_inactive,
+    )
+
+
+def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
+    mode = enum_value(MODES, request.mode, "mode", "direct")
+    return QueryInput(
+        user_id=request.user_id,
+        query=request.query,
+        limit=request.limit,
+        memory_filter=memory_filter(request.filter),
+        mode=_required(mode),
+        additional_queries=tuple(request.additional_queries),
+        recent_turns=tuple(
+            Turn(_required(enum_value(ROLES, t.role, f"recent_turns[{i}].role", Role.USER)), t.content)
+            for i, t in enumerate(request.recent_turns)
+        ),
+        context_window=request.context_window,
+        token_budget=request.token_budget,
+        skip_cache=request.skip_cache,
+    )
+
+
+def memory_message(m: Memory) -> memory_pb2.Memory:
+    msg = memory_pb2.Memory(
+        id=m.id,
+        user_id=m.namespace.user_id,
+        content=m.content,
+        role=ROLE_ENUMS[m.role],
+        kind=KIND_ENUMS[m.kind],
+        tags=list(m.tags),
+        session_id=m.session_id,
+        importance=m.importance,
+        tier=TIER_ENUMS[m.tier],
+        create_time=s_to_ts(m.created_at),
+        update_time=s_to_ts(m.updated_at),
+        usage_count=m.usage_count,
+        quality=m.quality,
+        consistency=m.consistency,
+        decay=m.decay,
+        retention_status=STATUS_ENUMS[m.retention_status],
+        embedding_version=m.embedding_version,
+        superseded_by=m.superseded_by,
+    )
+    if m.metadata:
+        msg.metadata.CopyFrom(dict_to_struct(m.metadata))
+    if m.last_accessed_at is not None:
+        msg.last_access_time.CopyFrom(s_to_ts(m.last_accessed_at))
+    return msg
+
+
+def breakdown_message(b: ScoreBreakdown) -> memory_pb2.ScoreBreakdown:
+    return memory_pb2.ScoreBreakdown(
+        semantic=b.semantic,
+        recency=b.recency,
+        importance=b.importance,
+        usage=b.usage,
+        quality=b.quality,
+        consistency=b.consistency,
+        decay=b.decay,
+        lexical=b.lexical,
+        dense_rank=b.dense_rank,
+        lexical_rank=b.lexical_rank,
+    )
+
+
+def ranked_message(r: RankedMemory) -> query_service_pb2.RankedMemory:
+    return query_service_pb2.RankedMemory(
+        memory=memory_message(r.memory),
+        score=r.score,
+        score_breakdown=breakdown_message(r.breakdown),
+        matched_queries=list(r.matched_queries),
+        context_neighbor=r.context_neighbor,
+    )
+
+
+def report_message(r: QueryReport) -> query_service_pb2.QueryReport:
+    return query_service_pb2.QueryReport(
+        mode=MODE_ENUMS.get(r.mode, query_service_pb2.QUERY_MODE_DIRECT),
+        selected_tool=r.selected_tool,
+        queries=r.queries,
+        searches=r.searches,
+        llm_calls=r.llm_calls,
+        llm_time_ms=r.llm_time_ms,
+        input_tokens=r.input_tokens,
+        output_tokens=r.output_tokens,
+        stages=[query_service_pb2.StageTiming(stage=k, duration_ms=v) for k, v in r.stages_ms.items()],
+        cache_hit=r.cache_hit,
+        embedding_cache_hit=r.embedding_cache_hit,
+        candidates_recalled=r.candidates_recalled,
+        dropped_by_importance=r.dropped_by_importance,
+        degraded=r.degraded,
+        notes=r.notes,
+        confidence=r.confidence,
+    )

@@ -1,0 +1,146 @@
+"""One server interceptor: RPC span, authentication, deadline and error mapping."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc import aio
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_trace_id
+
+from memsvc.api.errors import GRPC_CODES, internal_status, status_of
+from memsvc.domain.models import Principal
+from memsvc.errors import MemsvcError, Unauthenticated
+from memsvc.keys import ApiKeys
+from memsvc.pipeline.context import Deadline
+
+log = logging.getLogger(__name__)
+
+PROTECTED_PREFIX = "/memsvc.v1."
+
+
+class CallState:
+    """What the interceptor established for the servicer: principal and deadline."""
+
+    principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("memsvc_principal")
+    deadline: contextvars.ContextVar[Deadline] = contextvars.ContextVar("memsvc_deadline")
+
+
+def current_principal() -> Principal:
+    return CallState.principal.get()
+
+
+def current_deadline() -> Deadline:
+    return CallState.deadline.get()
+
+
+def bearer_token(context: Any) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            text = value.decode() if isinstance(value, bytes) else value
+            scheme, _, token = text.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            raise Unauthenticated("authorization metadata must be `Bearer <api key>`")
+    raise Unauthenticated("missing `authorization: Bearer <api key>` metadata")
+
+
+class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+    def __init__(self, keys: ApiKeys, tracer: Tracer, default_deadline_s: float) -> None:
+        self._keys = keys
+        self._tracer = tracer
+        self._default_deadline_s = default_deadline_s
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method: str = handler_call_details.method
+        if handler is None or not method.startswith(PROTECTED_PREFIX):
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._wrap_unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._wrap_stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    async def _enter(self, context: Any) -> None:
+        principal = await self._keys.authenticate(bearer_token(context))
+        remaining = context.time_remaining()
+        budget = self._default_deadline_s if remaining is None else min(remaining, self._default_deadline_s)
+        CallState.principal.set(principal)
+        CallState.deadline.set(Deadline.after(budget))
+
+    def _wrap_unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        service, _, name = method.lstrip("/").partition("/")
+
+        async def wrapped(request: Any, context: Any) -> Any:
+            with self._tracer.start_as_current_span(
+                f"{service}/{name}",
+                kind=SpanKind.SERVER,
+                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+            ) as span:
+                started = time.perf_counter()
+                try:
+                    await self._enter(context)
+                    response = await behavior(request, context)
+                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
+                    return response
+                except MemsvcError as error:
+                    code = GRPC_CODES[error.code]
+                    span.set_attribute("rpc.grpc.status_code", code.value[0])
+                    span.set_attribute("memsvc.error.reason", error.reason)
+                    if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE):
+                        span.set_status(Status(StatusCode.ERROR, error.reason))
+                    await context.abort_with_status(status_of(error))
+                except aio.AbortError:
+                    raise
+                except Exception:
+                    trace_id = format_trace_id(span.get_span_context().trace_id)
+                    log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
+                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
+                    span.set_status(Status(StatusCode.ERROR, "internal"))
+                    await context.abort_with_status(internal_status(trace_id))
+                finally:
+                    span.set_attribute("memsvc.duration_ms", (time.perf_counter() - started) * 1000)
+
+        return wrapped
+
+    def _wrap_stream(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        service, _, name = method.lstrip("/").partition("/")
+
+        async def wrapped(request: Any, context: Any) -> Any:
+            with self._tracer.start_as_current_span(
+                f"{service}/{name}",
+                kind=SpanKind.SERVER,
+                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+            ) as span:
+                try:
+                    await self._enter(context)
+                    async for item in behavior(request, context):
+                        yield item
+                except MemsvcError as error:
+                    span.set_attribute("memsvc.error.reason", error.reason)
+                    await context.abort_with_status(status_of(error))
+                except aio.AbortError:
+                    raise
+                except Exception:
+                    trace_id = format_trace_id(span.get_span_context().trace_id)
+                    log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
+                    await context.abort_with_status(internal_status(trace_id))
+
+        return wrapped

@@ -1,0 +1,108 @@
+"""The gRPC server: services, health, reflection, readiness and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from grpc import aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memsvc.api.interceptor import ServiceInterceptor
+from memsvc.api.servicers import QueryServicer, WriteServicer
+from memsvc.errors import FailedPrecondition, MemsvcError
+from memsvc.telemetry import tracer_of
+from memsvc.v1 import (
+    query_service_pb2,
+    query_service_pb2_grpc,
+    write_service_pb2,
+    write_service_pb2_grpc,
+)
+
+if TYPE_CHECKING:
+    from memsvc.server import Components
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    write_service_pb2.DESCRIPTOR.services_by_name["WriteService"].full_name,
+    query_service_pb2.DESCRIPTOR.services_by_name["QueryService"].full_name,
+)
+HEALTH_NAMES = ("", *SERVICE_NAMES)
+
+
+class MemoryServer:
+    """The gRPC server with health, reflection and graceful shutdown."""
+
+    def __init__(self, components: Components) -> None:
+        self.components = components
+        settings = components.settings
+        self.health = health.aio.HealthServicer()
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+            ("grpc.keepalive_time_ms", int(settings.keepalive_time_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(settings.keepalive_timeout_s * 1000)),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+        ]
+        self.server = aio.server(
+            interceptors=[
+                ServiceInterceptor(components.keys, tracer_of(components.tracer_provider), settings.default_deadline_s)
+            ],
+            options=options,
+            maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        )
+        write_service_pb2_grpc.add_WriteServiceServicer_to_server(WriteServicer(components.writes), self.server)
+        query_service_pb2_grpc.add_QueryServiceServicer_to_server(QueryServicer(components.pipeline), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self.port = 0
+        self._readiness: asyncio.Task[None] | None = None
+
+    async def start(self, listen: str | None = None) -> int:
+        address = listen or self.components.settings.listen
+        self.port = self.server.add_insecure_port(address)
+        if self.port == 0:
+            raise FailedPrecondition(f"cannot listen on {address}")
+        await self.server.start()
+        self.components.recorder.start()
+        self.components.reconciler.start(self.components.settings.reconcile_interval_s)
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._readiness = asyncio.get_running_loop().create_task(self._watch_dependencies())
+        return self.port
+
+    async def _set_health(self, status: int) -> None:
+        for name in HEALTH_NAMES:
+            await self.health.set(name, status)
+
+    async def _watch_dependencies(self, interval_s: float = 5.0) -> None:
+        """Readiness follows the store and the index: NOT_SERVING while either cannot answer."""
+        serving = True
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.components.store.ping()
+                await self.components.index.ping()
+                ok = True
+            except MemsvcError:
+                ok = False
+            if ok != serving:
+                serving = ok
+                log.warning("dependencies %s", "recovered" if ok else "unavailable: not serving")
+                await self._set_health(
+                    health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop taking calls, let in-flight ones finish within the grace period, close adapters."""
+        if self._readiness is not None:
+            self._readiness.cancel()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(self.components.settings.grace_period_s if grace_s is None else grace_s)
+        await self.components.close()
+
+    async def wait(self) -> None:
+        await self.server.wait_for_termination()

@@ -1,0 +1,96 @@
+"""gRPC servicers: translate, call the pipeline, translate back. No logic of their own."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+from memsvc.api import convert
+from memsvc.api.interceptor import current_deadline, current_principal
+from memsvc.errors import Unimplemented
+from memsvc.pipeline.query import QueryPipeline
+from memsvc.pipeline.write import WritePath
+from memsvc.v1 import (
+    query_service_pb2,
+    query_service_pb2_grpc,
+    write_service_pb2,
+    write_service_pb2_grpc,
+)
+
+# grpc ships no type hints, so the servicer context is untyped here.
+Context: TypeAlias = Any
+
+
+class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
+    def __init__(self, writes: WritePath) -> None:
+        self._writes = writes
+
+    async def AddMemories(  # noqa: N802 - gRPC method names are PascalCase
+        self, request: write_service_pb2.AddMemoriesRequest, context: Context
+    ) -> write_service_pb2.AddMemoriesResponse:
+        items = [convert.new_memory(m, f"memories[{i}]") for i, m in enumerate(request.memories)]
+        stored = await self._writes.add(current_principal(), request.user_id, items, current_deadline())
+        return write_service_pb2.AddMemoriesResponse(
+            memories=[convert.memory_message(m) for m, _ in stored], created=[c for _, c in stored]
+        )
+
+    async def UpdateMemory(  # noqa: N802
+        self, request: write_service_pb2.UpdateMemoryRequest, context: Context
+    ) -> write_service_pb2.UpdateMemoryResponse:
+        changes = convert.memory_changes(request)
+        memory = await self._writes.update(
+            current_principal(), request.user_id, request.id, changes, current_deadline()
+        )
+        return write_service_pb2.UpdateMemoryResponse(memory=convert.memory_message(memory))
+
+    async def DeleteMemory(  # noqa: N802
+        self, request: write_service_pb2.DeleteMemoryRequest, context: Context
+    ) -> write_service_pb2.DeleteMemoryResponse:
+        await self._writes.delete(current_principal(), request.user_id, request.id, current_deadline())
+        return write_service_pb2.DeleteMemoryResponse()
+
+    async def ForgetUser(  # noqa: N802
+        self, request: write_service_pb2.ForgetUserRequest, context: Context
+    ) -> write_service_pb2.ForgetUserResponse:
+        count = await self._writes.forget(current_principal(), request.user_id, current_deadline())
+        return write_service_pb2.ForgetUserResponse(deleted_count=count)
+
+    async def GetMemory(  # noqa: N802
+        self, request: write_service_pb2.GetMemoryRequest, context: Context
+    ) -> write_service_pb2.GetMemoryResponse:
+        memory = await self._writes.get(current_principal(), request.user_id, request.id, current_deadline())
+        return write_service_pb2.GetMemoryResponse(memory=convert.memory_message(memory))
+
+    async def ListMemories(  # noqa: N802
+        self, request: write_service_pb2.ListMemoriesRequest, context: Context
+    ) -> write_service_pb2.ListMemoriesResponse:
+        page = await self._writes.list(
+            current_principal(),
+            request.user_id,
+            convert.memory_filter(request.filter),
+            request.page_size,
+            request.page_token,
+            current_deadline(),
+        )
+        return write_service_pb2.ListMemoriesResponse(
+            memories=[convert.memory_message(m) for m in page.memories], next_page_token=page.next_page_token
+        )
+
+
+class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
+    def __init__(self, pipeline: QueryPipeline) -> None:
+        self._pipeline = pipeline
+
+    async def Query(  # noqa: N802
+        self, request: query_service_pb2.QueryRequest, context: Context
+    ) -> query_service_pb2.QueryResponse:
+        query = convert.query_input(request)
+        if query.mode != "direct":
+            raise Unimplemented(f"query mode {query.mode} is not available yet")
+        outcome = await self._pipeline.run(current_principal(), query, current_deadline())
+        return query_service_pb2.QueryResponse(
+            memories=[convert.ranked_message(r) for r in outcome.memories],
+            explanation=outcome.explanation,
+            request_id=outcome.plan.request_id,
+            report=convert.report_message(outcome.report),
+            context=outcome.context,
+        )

@@ -1,0 +1,223 @@
+"""The `memsvc` command: serve, migrate, manage keys, and client calls for ad-hoc work."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from memsvc.config import Settings, load_settings
+from memsvc.domain.models import Permission
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None))
+
+
+def _api_key(args: argparse.Namespace, settings: Settings) -> str:
+    if args.api_key:
+        return str(args.api_key)
+    env = os.environ.get("MEMSVC_API_KEY")
+    if env:
+        return env
+    if settings.dev_key_path.exists():
+        return settings.dev_key_path.read_text().strip()
+    raise SystemExit(
+        "no API key: pass --api-key, set MEMSVC_API_KEY, or start `memsvc serve` once to create a development key"
+    )
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from memsvc.api.client import MemoryClient
+
+    settings = _settings(args)
+    address = args.address or os.environ.get("MEMSVC_ADDRESS") or settings.listen
+    return MemoryClient(address, _api_key(args, settings), timeout_s=args.timeout)
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from memsvc.server import run_server
+
+    asyncio.run(run_server(_settings(args)))
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from memsvc.server import build_record_store
+
+    async def migrate() -> list[int]:
+        store = build_record_store(_settings(args))
+        try:
+            return await store.migrate()
+        finally:
+            await store.close()
+
+    applied = asyncio.run(migrate())
+    print(f"applied migrations: {applied}" if applied else "schema is up to date")
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from memsvc.keys import ApiKeys
+    from memsvc.server import build_record_store, local_secrets
+
+    settings = _settings(args)
+
+    async def run() -> int:
+        store = build_record_store(settings)
+        try:
+            await store.check_schema() if settings.uses_postgres else await store.migrate()
+            keys = ApiKeys(store, local_secrets(settings).pepper)
+            if args.keys_command == "create":
+                permissions = frozenset(Permission(p) for p in args.permissions.split(","))
+                ttl = args.ttl_days * 86400 if args.ttl_days else None
+                issued = await keys.create(
+                    args.tenant, args.project, args.environment, permissions, ttl, args.description
+                )
+                print(issued.token)
+                print(
+                    f"key {issued.record.key_id}: tenant={args.tenant} project={args.project} "
+                    f"environment={args.environment} permissions={args.permissions} (shown once)",
+                    file=sys.stderr,
+                )
+            elif args.keys_command == "list":
+                for r in await store.list_api_keys():
+                    state = "revoked" if r.revoked_at else "active"
+                    perms = ",".join(sorted(p.value for p in r.permissions))
+                    print(f"{r.key_id}  {r.tenant}/{r.project}/{r.environment}  {perms}  {state}  {r.description}")
+            else:
+                if not await keys.revoke(args.key_id):
+                    print(f"no active key {args.key_id}", file=sys.stderr)
+                    return 1
+                print(f"revoked {args.key_id}")
+            return 0
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    memory: dict[str, Any] = {"content": " ".join(args.content), "tags": args.tag or []}
+    if args.kind:
+        memory["kind"] = f"MEMORY_KIND_{args.kind.upper()}"
+    if args.role:
+        memory["role"] = f"ROLE_{args.role.upper()}"
+    if args.session:
+        memory["session_id"] = args.session
+    if args.importance is not None:
+        memory["importance"] = args.importance
+    _print(_client(args).add(args.user, [memory]))
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {"limit": args.limit, "mode": f"QUERY_MODE_{args.mode.upper()}"}
+    if args.min_importance is not None:
+        fields["filter"] = {"min_importance": args.min_importance}
+    _print(_client(args).query(args.user, " ".join(args.text), **fields))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    _print(_client(args).get(args.user, args.id))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    _print(_client(args).list(args.user, args.page_size, args.page_token))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    _print(_client(args).forget(args.user))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memsvc", description="Long-term memory service for AI assistants.")
+    parser.add_argument("--config", help="a dotenv-style settings file (MEMSVC_* keys)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("serve", help="run the gRPC server").set_defaults(func=cmd_serve)
+    sub.add_parser("migrate", help="apply record-store schema migrations").set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--project", default="default")
+    create.add_argument("--environment", default="development", choices=["development", "staging", "production"])
+    create.add_argument("--permissions", default="read,write", help="comma list of read, write, admin")
+    create.add_argument("--ttl-days", type=float, default=0.0)
+    create.add_argument("--description", default="")
+    keys_sub.add_parser("list", help="list API keys")
+    revoke = keys_sub.add_parser("revoke", help="revoke an API key")
+    revoke.add_argument("key_id")
+    keys.set_defaults(func=cmd_keys)
+
+    def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--address", help="server address (default MEMSVC_ADDRESS or MEMSVC_LISTEN)")
+        p.add_argument("--api-key", help="API key (default MEMSVC_API_KEY or the development key)")
+        p.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
+        p.add_argument("--user", required=True, help="user id")
+        return p
+
+    add = client_command("add", "add a memory")
+    add.add_argument("content", nargs="+")
+    add.add_argument("--tag", action="append")
+    add.add_argument(
+        "--kind", choices=["fact", "preference", "episode", "decision", "summary", "recommendation", "commitment"]
+    )
+    add.add_argument("--role", choices=["user", "assistant", "system"])
+    add.add_argument("--session")
+    add.add_argument("--importance", type=float)
+    add.set_defaults(func=cmd_add)
+
+    query = client_command("query", "query memories")
+    query.add_argument("text", nargs="+")
+    query.add_argument("--limit", type=int, default=10)
+    query.add_argument(
+        "--mode", default="direct", choices=["direct", "multi_query", "fusion", "applicability", "agent", "auto"]
+    )
+    query.add_argument("--min-importance", type=float)
+    query.set_defaults(func=cmd_query)
+
+    get = client_command("get", "get one memory")
+    get.add_argument("id")
+    get.set_defaults(func=cmd_get)
+
+    listing = client_command("list", "list memories, newest first")
+    listing.add_argument("--page-size", type=int, default=50)
+    listing.add_argument("--page-token", default="")
+    listing.set_defaults(func=cmd_list)
+
+    forget = client_command("forget", "erase everything of one user")
+    forget.set_defaults(func=cmd_forget)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    from memsvc.api.client import ClientError
+
+    try:
+        return int(args.func(args))
+    except ClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The one typed settings object of memsvc, read from MEMSVC_* environment variables or a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RankWeights(BaseSettings):
+    """Weights of the seven ranking signals (DESIGN.md); they need not sum to 1."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMSVC_WEIGHT_", extra="ignore")
+
+    semantic: float = 0.50
+    recency: float = 0.20
+    importance: float = 0.15
+    usage: float = 0.05
+    quality: float = 0.05
+    consistency: float = 0.025
+    decay: float = 0.025
+
+
+class Settings(BaseSettings):
+    """Every setting of the service. Durations carry their unit in the name."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMSVC_", extra="ignore", env_nested_delimiter="__")
+
+    # Serving
+    listen: str = "127.0.0.1:50051"
+    data_dir: Path = Path(".memsvc")
+    max_concurrent_rpcs: int = 256
+    grace_period_s: float = 10.0
+    max_message_bytes: int = 8 * 1024 * 1024
+    keepalive_time_s: float = 60.0
+    keepalive_timeout_s: float = 20.0
+    default_deadline_s: float = 30.0
+
+    # Stores. Empty means the embedded default under data_dir.
+    record_store_url: str = ""
+    milvus_uri: str = ""
+    milvus_token: SecretStr = SecretStr("")
+    milvus_db_name: str = ""
+    milvus_server_pem_path: str = ""
+    milvus_server_name: str = ""
+    vector_placement: Literal["partition", "partition_key"] = "partition"
+    # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
+    partitions_per_collection: int = 1000
+    partition_key_partitions: int = 64
+    redis_url: str = ""
+
+    # Embeddings
+    embedding_provider: Literal["local", "openai"] = "local"
+    embedding_model_path: str = ""
+    embedding_model_name: str = "all-MiniLM-L6-v2"
+    embedding_dimension: int = 384
+    embedding_batch_size: int = 64
+    embedding_batch_wait_ms: float = 2.0
+    embedding_base_url: str = ""
+    embedding_api_key: SecretStr = SecretStr("")
+    embedding_timeout_s: float = 10.0
+    embedding_cache_entries: int = 20_000
+
+    # Caches and bookkeeping
+    result_cache_ttl_s: float = 300.0
+    result_cache_entries: int = 10_000
+    bookkeeping_flush_interval_ms: float = 50.0
+    reconcile_interval_s: float = 30.0
+    reconcile_min_age_s: float = 5.0
+    index_flush_delay_s: float = 1.0
+
+    # Security
+    master_keys: SecretStr = SecretStr("")
+    api_key_pepper: SecretStr = SecretStr("")
+    bootstrap_dev_key: bool = True
+    auth_cache_ttl_s: float = 2.0
+
+    # Ranking
+    weights: RankWeights = Field(default_factory=RankWeights)
+    importance_floor: float = 0.5
+    recency_half_life_days: float = 30.0
+    usage_saturation: float = 10.0
+    recall_candidates: int = 50
+
+    # Limits
+    max_content_chars: int = 32_768
+    max_batch_items: int = 256
+    max_query_chars: int = 4_096
+    max_results: int = 100
+    default_results: int = 10
+    max_tags: int = 32
+    max_metadata_bytes: int = 16_384
+    max_page_size: int = 500
+    default_page_size: int = 50
+
+    # Telemetry
+    otlp_endpoint: str = ""
+    service_name: str = "memsvc"
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.partitions_per_collection < 1 or self.partitions_per_collection > 1023:
+            raise ValueError("partitions_per_collection must be within 1..1023")
+        return self
+
+    @property
+    def sqlite_path(self) -> Path:
+        url = self.record_store_url
+        if not url:
+            return self.data_dir / "memsvc.db"
+        if url.startswith("sqlite:///"):
+            return Path(url.removeprefix("sqlite:///"))
+        raise ValueError(f"not a SQLite URL: {url}")
+
+    @property
+    def uses_postgres(self) -> bool:
+        return self.record_store_url.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def resolved_milvus_uri(self) -> str:
+        return self.milvus_uri or str(self.data_dir / "milvus.db")
+
+    @property
+    def is_embedded_milvus(self) -> bool:
+        return not self.milvus_uri.startswith(("http://", "https://", "tcp://", "unix:"))
+
+    @property
+    def dev_key_path(self) -> Path:
+        return self.data_dir / "dev-api-key"
+
+    @property
+    def local_secrets_path(self) -> Path:
+        return self.data_dir / "local-secrets.json"
+
+
+def load_settings(env_file: str | Path | None = None) -> Settings:
+    """Settings from the environment, overlaid on an optional dotenv-style file."""
+    if env_file is None:
+        return Settings()
+    return Settings(_env_file=str(env_file))  # type: ignore[call-arg]

@@ -1,0 +1,1 @@
+"""Envelope encryption of memory content: master key ring, per-user data keys, sealing."""

@@ -1,0 +1,291 @@
+"""Plain typed data of the memory domain, shared by the pipeline, the stores and the API layer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+
+
+class MemoryKind(StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    EPISODE = "episode"
+    DECISION = "decision"
+    SUMMARY = "summary"
+    RECOMMENDATION = "recommendation"
+    COMMITMENT = "commitment"
+
+
+class Tier(StrEnum):
+    HOT = "hot"
+    WARM = "warm"
+    COLD = "cold"
+
+
+class RetentionStatus(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+
+
+class Permission(StrEnum):
+    """What an API key may do; admin implies write, write implies read."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, as established by the API key: the environment is never chosen by a body."""
+
+    key_id: str
+    tenant: str
+    project: str
+    environment: str
+    permissions: frozenset[Permission]
+
+    def allows(self, needed: Permission) -> bool:
+        if Permission.ADMIN in self.permissions:
+            return True
+        if needed is Permission.READ:
+            return bool(self.permissions & {Permission.READ, Permission.WRITE})
+        return needed in self.permissions
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """One user's memory space: tenant / project / environment / user."""
+
+    tenant: str
+    project: str
+    environment: str
+    user_id: str
+
+    @property
+    def key(self) -> str:
+        # The unit separator cannot appear in validated identifiers, so the join is unambiguous.
+        return "\x1f".join((self.tenant, self.project, self.environment, self.user_id))
+
+    @property
+    def digest(self) -> str:
+        """A stable, opaque name for the namespace, safe for index names and cache keys."""
+        return hashlib.sha256(self.key.encode()).hexdigest()[:32]
+
+    @classmethod
+    def of(cls, principal: Principal, user_id: str) -> Namespace:
+        return cls(principal.tenant, principal.project, principal.environment, user_id)
+
+
+def new_memory_id(now_s: float | None = None) -> str:
+    """A 32-hex-digit id that sorts by creation time (microseconds) with 72 random bits."""
+    micros = int((time.time() if now_s is None else now_s) * 1_000_000)
+    return f"{micros:014x}{secrets.token_hex(9)}"
+
+
+def utc_from_s(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A decrypted memory as the domain sees it. Times are UNIX seconds (UTC)."""
+
+    id: str
+    namespace: Namespace
+    content: str
+    role: Role = Role.USER
+    kind: MemoryKind = MemoryKind.FACT
+    tags: tuple[str, ...] = ()
+    session_id: str = ""
+    importance: float = 0.5
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tier: Tier = Tier.HOT
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    usage_count: int = 0
+    last_accessed_at: float | None = None
+    quality: float = 0.5
+    consistency: float = 1.0
+    decay: float = 1.0
+    retention_status: RetentionStatus = RetentionStatus.ACTIVE
+    embedding_version: str = ""
+    superseded_by: str = ""
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """A memory as the record store keeps it: content and metadata only as ciphertext."""
+
+    id: str
+    namespace: Namespace
+    ciphertext: bytes
+    role: Role
+    kind: MemoryKind
+    tags: tuple[str, ...]
+    session_id: str
+    importance: float
+    tier: Tier
+    created_at: float
+    updated_at: float
+    usage_count: int
+    last_accessed_at: float | None
+    quality: float
+    consistency: float
+    decay: float
+    retention_status: RetentionStatus
+    embedding_version: str
+    superseded_by: str
+    idempotency_key: str
+    indexed: bool
+    revision: int = 0
+
+
+@dataclass(frozen=True)
+class SealedContent:
+    """What the cipher seals together: the memory's text and metadata."""
+
+    content: str
+    metadata: Mapping[str, Any]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"c": self.content, "m": self.metadata}, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SealedContent:
+        obj = json.loads(data)
+        return cls(content=obj["c"], metadata=obj.get("m") or {})
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a query or listing considers. Every set field must match."""
+
+    tier: Tier | None = None
+    tags_any: tuple[str, ...] = ()
+    session_id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    min_importance: float | None = None
+    roles: tuple[Role, ...] = ()
+    kinds: tuple[MemoryKind, ...] = ()
+    created_after: float | None = None
+    created_before: float | None = None
+    include_inactive: bool = False
+
+    def fingerprint(self) -> str:
+        """A stable hash of the filter, for cache keys and page-token binding."""
+        payload = {
+            "tier": self.tier.value if self.tier else None,
+            "tags": sorted(self.tags_any),
+            "session": self.session_id,
+            "meta": self.metadata,
+            "imp": self.min_importance,
+            "roles": sorted(r.value for r in self.roles),
+            "kinds": sorted(k.value for k in self.kinds),
+            "after": self.created_after,
+            "before": self.created_before,
+            "inactive": self.include_inactive,
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A validated memory to write (before ids, timestamps and scores are assigned)."""
+
+    content: str
+    role: Role = Role.USER
+    kind: MemoryKind = MemoryKind.FACT
+    tags: tuple[str, ...] = ()
+    session_id: str = ""
+    importance: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tier: Tier = Tier.HOT
+    created_at: float | None = None
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryChanges:
+    """A validated partial update; None means unchanged."""
+
+    content: str | None = None
+    tags: tuple[str, ...] | None = None
+    tier: Tier | None = None
+    importance: float | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ScoreBreakdown:
+    semantic: float = 0.0
+    recency: float = 0.0
+    importance: float = 0.0
+    usage: float = 0.0
+    quality: float = 0.0
+    consistency: float = 0.0
+    decay: float = 0.0
+    lexical: float = 0.0
+    dense_rank: int = 0
+    lexical_rank: int = 0
+
+
+@dataclass(frozen=True)
+class RankedMemory:
+    memory: Memory
+    score: float
+    breakdown: ScoreBreakdown
+    matched_queries: tuple[str, ...] = ()
+    context_neighbor: bool = False
+
+
+@dataclass(frozen=True)
+class RecallEvent:
+    """One memory returned by one query, for bookkeeping and re-evaluation."""
+
+    memory_id: str
+    namespace: Namespace
+    request_id: str
+    score: float
+    rank: int
+    at: float
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    key_id: str
+    secret_hash: bytes
+    tenant: str
+    project: str
+    environment: str
+    permissions: frozenset[Permission]
+    created_at: float
+    expires_at: float | None = None
+    revoked_at: float | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class WrappedDataKey:
+    """A per-namespace data key, encrypted under the master key of `master_version`."""
+
+    namespace_digest: str
+    version: int
+    master_version: int
+    wrapped: bytes

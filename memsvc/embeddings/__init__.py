@@ -1,0 +1,1 @@
+"""Embedders: the bundled local model, or an OpenAI-compatible embedding endpoint."""

@@ -1,0 +1,88 @@
+"""Stage 4, hydrate: one `WHERE id IN (...)` for the candidates, decryption, metadata filter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memsvc.crypto.envelope import EnvelopeCipher
+from memsvc.domain.models import Memory, Namespace, SealedContent, StoredMemory
+from memsvc.pipeline.context import Deadline, QueryPlan
+from memsvc.pipeline.recall import Candidate
+from memsvc.stores.records.base import RecordStore
+
+
+async def open_memory(cipher: EnvelopeCipher, stored: StoredMemory) -> Memory:
+    """Decrypt a stored row into a domain memory."""
+    sealed = SealedContent.from_bytes(await cipher.open(stored.namespace, stored.id, stored.ciphertext))
+    return Memory(
+        id=stored.id,
+        namespace=stored.namespace,
+        content=sealed.content,
+        role=stored.role,
+        kind=stored.kind,
+        tags=stored.tags,
+        session_id=stored.session_id,
+        importance=stored.importance,
+        metadata=sealed.metadata,
+        tier=stored.tier,
+        created_at=stored.created_at,
+        updated_at=stored.updated_at,
+        usage_count=stored.usage_count,
+        last_accessed_at=stored.last_accessed_at,
+        quality=stored.quality,
+        consistency=stored.consistency,
+        decay=stored.decay,
+        retention_status=stored.retention_status,
+        embedding_version=stored.embedding_version,
+        superseded_by=stored.superseded_by,
+        idempotency_key=stored.idempotency_key,
+    )
+
+
+def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Every key of `wanted` is in `metadata` with an equal value; nested maps match recursively."""
+    for key, value in wanted.items():
+        if key not in metadata:
+            return False
+        have = metadata[key]
+        if isinstance(value, Mapping):
+            if not isinstance(have, Mapping) or not metadata_matches(have, value):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Hydrated:
+    memory: Memory
+    candidate: Candidate
+
+
+class HydrateStage:
+    def __init__(self, store: RecordStore, cipher: EnvelopeCipher) -> None:
+        self._store = store
+        self._cipher = cipher
+
+    async def fetch(self, namespace: Namespace, candidates: Sequence[Candidate], deadline: Deadline) -> list[Hydrated]:
+        """Rows for the candidates in candidate order; ids with no row (stale vectors) are skipped."""
+        rows = await deadline.run(
+            self._store.fetch_memories(namespace, [c.memory_id for c in candidates]), "the record store"
+        )
+        by_id = {row.id: row for row in rows}
+        out: list[Hydrated] = []
+        for candidate in candidates:
+            row = by_id.get(candidate.memory_id)
+            if row is None or row.namespace != namespace:
+                continue
+            out.append(Hydrated(await open_memory(self._cipher, row), candidate))
+        return out
+
+    async def run(self, plan: QueryPlan, candidates: Sequence[Candidate], deadline: Deadline) -> list[Hydrated]:
+        hydrated = await self.fetch(plan.namespace, candidates, deadline)
+        wanted = plan.memory_filter.metadata
+        if wanted:
+            hydrated = [h for h in hydrated if metadata_matches(h.memory.metadata, wanted)]
+        return hydrated

@@ -1,0 +1,93 @@
+"""Stage 5, rank: the weighted sum of seven signals, the importance gate, an explanation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memsvc.config import RankWeights
+from memsvc.domain.models import RankedMemory, ScoreBreakdown
+from memsvc.pipeline.hydrate import Hydrated
+
+_DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    memories: list[RankedMemory]
+    dropped_by_importance: int
+    explanation: str
+
+
+class RankStage:
+    def __init__(self, weights: RankWeights, recency_half_life_days: float, usage_saturation: float) -> None:
+        self._weights = weights
+        self._half_life_s = recency_half_life_days * _DAY_S
+        self._usage_saturation = usage_saturation
+
+    def breakdown(self, item: Hydrated, now: float) -> ScoreBreakdown:
+        m, c = item.memory, item.candidate
+        age_s = max(0.0, now - m.created_at)
+        return ScoreBreakdown(
+            semantic=_unit(c.similarity),
+            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 else 1.0,
+            importance=_unit(m.importance),
+            # Saturating: the first recalls say much more than the hundredth.
+            usage=1.0 - math.exp(-m.usage_count / self._usage_saturation) if self._usage_saturation > 0 else 0.0,
+            quality=_unit(m.quality),
+            consistency=_unit(m.consistency),
+            decay=_unit(m.decay),
+            lexical=_unit(c.lexical_score),
+            dense_rank=c.dense_rank,
+            lexical_rank=c.lexical_rank,
+        )
+
+    def score(self, b: ScoreBreakdown) -> float:
+        w = self._weights
+        total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
+        raw = (
+            w.semantic * b.semantic
+            + w.recency * b.recency
+            + w.importance * b.importance
+            + w.usage * b.usage
+            + w.quality * b.quality
+            + w.consistency * b.consistency
+            + w.decay * b.decay
+        )
+        return raw / total if total > 0 else 0.0
+
+    def run(self, items: Sequence[Hydrated], limit: int, min_importance: float, now: float, query: str = "") -> Ranking:
+        kept = [i for i in items if i.memory.importance >= min_importance]
+        dropped = len(items) - len(kept)
+        ranked = []
+        for item in kept:
+            b = self.breakdown(item, now)
+            ranked.append(RankedMemory(item.memory, self.score(b), b, (query,) if query else ()))
+        ranked.sort(key=lambda r: (-r.score, -r.breakdown.semantic, r.memory.id))
+        top = ranked[:limit]
+        return Ranking(top, dropped, explain(top, now))
+
+
+def _unit(value: float) -> float:
+    return 0.0 if math.isnan(value) else min(1.0, max(0.0, value))
+
+
+def explain(ranked: Sequence[RankedMemory], now: float) -> str:
+    """One line on why the first result leads, from its strongest weighted signals."""
+    if not ranked:
+        return "No memory matched the query and filters."
+    top = ranked[0]
+    b = top.breakdown
+    signals = {
+        "semantic similarity": b.semantic,
+        "recency": b.recency,
+        "importance": b.importance,
+        "usage": b.usage,
+        "quality": b.quality,
+    }
+    strongest = sorted(signals.items(), key=lambda kv: -kv[1])[:2]
+    age_days = max(0.0, now - top.memory.created_at) / _DAY_S
+    age = "today" if age_days < 1 else f"{age_days:.0f} days ago"
+    parts = " and ".join(f"{name} {value:.2f}" for name, value in strongest)
+    return f"Top match is a {top.memory.kind.value} from {age}, leading on {parts} (score {top.score:.2f})."

@@ -1,0 +1,50 @@
+"""Stage 3, recall: candidates from the user's own namespace of the vector index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsvc.domain.models import MemoryFilter
+from memsvc.embeddings.base import Vector
+from memsvc.pipeline.context import Deadline, QueryPlan
+from memsvc.stores.vectors.base import RecallFilter, VectorIndex
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A recalled memory id with what each channel said about it."""
+
+    memory_id: str
+    similarity: float = 0.0
+    dense_rank: int = 0
+    lexical_score: float = 0.0
+    lexical_rank: int = 0
+    fused: float = 0.0
+
+
+def recall_filter_of(memory_filter: MemoryFilter) -> RecallFilter:
+    return RecallFilter(
+        tier=memory_filter.tier,
+        tags_any=memory_filter.tags_any,
+        session_id=memory_filter.session_id,
+        roles=memory_filter.roles,
+        kinds=memory_filter.kinds,
+        created_after=memory_filter.created_after,
+        created_before=memory_filter.created_before,
+        include_inactive=memory_filter.include_inactive,
+    )
+
+
+class RecallStage:
+    def __init__(self, index: VectorIndex, candidates: int) -> None:
+        self._index = index
+        self._candidates = candidates
+
+    async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline) -> list[Candidate]:
+        # Recall more than the limit: hydration filters and ranking reorder what comes back.
+        k = max(self._candidates, plan.limit * 3)
+        hits = await deadline.run(
+            self._index.search(plan.namespace, vector, k, recall_filter_of(plan.memory_filter)),
+            "the vector index",
+        )
+        return [Candidate(memory_id=h.memory_id, similarity=h.similarity, dense_rank=i + 1) for i, h in enumerate(hits)]

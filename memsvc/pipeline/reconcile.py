@@ -1,0 +1,131 @@
+"""The reconciler: brings the vector index back in line with the record store (the truth).
+
+Rows whose vector is missing (index down, crash between steps) are re-embedded and
+upserted; vectors of deleted rows and namespaces are removed. Every step is idempotent,
+so two replicas running it at once only repeat work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from memsvc.crypto.envelope import EnvelopeCipher
+from memsvc.domain.models import Namespace, StoredMemory
+from memsvc.embeddings.base import Embedder
+from memsvc.errors import MemsvcError
+from memsvc.pipeline.hydrate import open_memory
+from memsvc.stores.records.base import IndexTicket, RecordStore
+from memsvc.stores.vectors.base import VectorIndex, VectorItem
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    indexed: int
+    vectors_deleted: int
+    namespaces_dropped: int
+
+
+def vector_item(stored: StoredMemory, vector: object) -> VectorItem:
+    import numpy as np
+
+    return VectorItem(
+        memory_id=stored.id,
+        vector=np.asarray(vector, dtype=np.float32),
+        tier=stored.tier,
+        tags=stored.tags,
+        session_id=stored.session_id,
+        role=stored.role,
+        kind=stored.kind,
+        retention_status=stored.retention_status,
+        created_at=stored.created_at,
+    )
+
+
+class Reconciler:
+    def __init__(
+        self,
+        store: RecordStore,
+        index: VectorIndex,
+        embedder: Embedder,
+        cipher: EnvelopeCipher,
+        min_age_s: float,
+        batch: int = 256,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+        self._cipher = cipher
+        self._min_age_s = min_age_s
+        self._batch = batch
+        self._task: asyncio.Task[None] | None = None
+
+    async def run_once(self, min_age_s: float | None = None) -> ReconcileResult:
+        age = self._min_age_s if min_age_s is None else min_age_s
+        indexed = await self._reindex(time.time() - age)
+        deleted = await self._delete_vectors()
+        dropped = await self._drop_namespaces()
+        return ReconcileResult(indexed, deleted, dropped)
+
+    async def _reindex(self, older_than: float) -> int:
+        total = 0
+        while True:
+            rows = await self._store.pending_index(self._batch, older_than)
+            if not rows:
+                return total
+            by_namespace: dict[Namespace, list[StoredMemory]] = defaultdict(list)
+            for row in rows:
+                by_namespace[row.namespace].append(row)
+            for namespace, group in by_namespace.items():
+                memories = [await open_memory(self._cipher, row) for row in group]
+                vectors = await self._embedder.embed([m.content for m in memories])
+                await self._index.upsert(namespace, [vector_item(r, v) for r, v in zip(group, vectors, strict=True)])
+                await self._store.mark_indexed([IndexTicket(r.id, r.revision) for r in group])
+                total += len(group)
+            if len(rows) < self._batch:
+                return total
+
+    async def _delete_vectors(self) -> int:
+        tombstones = await self._store.pending_vector_deletes(self._batch)
+        by_digest: dict[str, list[str]] = defaultdict(list)
+        for t in tombstones:
+            by_digest[t.namespace_digest].append(t.memory_id)
+        for digest, ids in by_digest.items():
+            await self._index.delete_by_digest(digest, ids)
+            await self._store.clear_vector_tombstones(ids)
+        return len(tombstones)
+
+    async def _drop_namespaces(self) -> int:
+        tombstones = await self._store.pending_namespace_drops(self._batch)
+        for t in tombstones:
+            await self._index.drop_namespace(t.namespace)
+            await self._store.clear_namespace_tombstone(t.namespace)
+        return len(tombstones)
+
+    def start(self, interval_s: float) -> None:
+        async def loop() -> None:
+            while True:
+                try:
+                    result = await self.run_once()
+                    if result.indexed or result.vectors_deleted or result.namespaces_dropped:
+                        log.info("reconciled: %s", result)
+                except MemsvcError as exc:
+                    log.warning("reconciliation postponed: %s", exc.message)
+                except Exception:
+                    log.exception("reconciliation failed")
+                await asyncio.sleep(interval_s)
+
+        self._task = asyncio.get_running_loop().create_task(loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,52 @@
+"""Stage 1, scope: the credential's namespace, permission, validation and the effective plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+from memsvc.domain.models import Namespace, Permission, Principal
+from memsvc.errors import PermissionDenied
+from memsvc.pipeline.context import QueryInput, QueryPlan
+from memsvc.pipeline.validation import Limits, validate_query
+
+
+class ScopeStage:
+    def __init__(self, limits: Limits, default_limit: int, importance_floor: float) -> None:
+        self._limits = limits
+        self._default_limit = default_limit
+        self._importance_floor = importance_floor
+
+    def run(self, principal: Principal, request: QueryInput, default_limit: int | None = None) -> QueryPlan:
+        if not principal.allows(Permission.READ):
+            raise PermissionDenied("this API key may not read memories")
+        limit = request.limit or (default_limit or self._default_limit)
+        validate_query(request.user_id, request.query, limit, request.memory_filter, self._limits)
+        floor = request.memory_filter.min_importance
+        min_importance = self._importance_floor if floor is None else floor
+        key_material = json.dumps(
+            {
+                "q": request.query,
+                "l": limit,
+                "f": request.memory_filter.fingerprint(),
+                "m": request.mode,
+                "a": list(request.additional_queries),
+                "t": [(t.role.value, t.content) for t in request.recent_turns],
+                "w": request.context_window,
+                "b": request.token_budget,
+            },
+            sort_keys=True,
+        )
+        return QueryPlan(
+            principal=principal,
+            namespace=Namespace.of(principal, request.user_id),
+            query=request.query,
+            limit=limit,
+            memory_filter=request.memory_filter,
+            min_importance=min_importance,
+            request_id=f"req_{uuid.uuid4().hex[:16]}",
+            request_key=hashlib.sha256(key_material.encode()).hexdigest(),
+            skip_cache=request.skip_cache,
+            source=request,
+        )

@@ -1,0 +1,250 @@
+"""The composition root: builds every adapter once, wires the pipeline, runs the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+from memsvc.api.server import MemoryServer
+from memsvc.config import Settings
+from memsvc.crypto.envelope import EnvelopeCipher
+from memsvc.crypto.keyring import MasterKeyRing, new_key_b64
+from memsvc.domain.models import Permission
+from memsvc.embeddings.base import Embedder
+from memsvc.errors import FailedPrecondition
+from memsvc.keys import ApiKeys
+from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
+from memsvc.pipeline.embed import EmbedStage
+from memsvc.pipeline.hydrate import HydrateStage
+from memsvc.pipeline.paging import PageTokens
+from memsvc.pipeline.query import QueryPipeline
+from memsvc.pipeline.rank import RankStage
+from memsvc.pipeline.recall import RecallStage
+from memsvc.pipeline.reconcile import Reconciler
+from memsvc.pipeline.scope import ScopeStage
+from memsvc.pipeline.validation import Limits
+from memsvc.pipeline.write import WritePath
+from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
+from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
+from memsvc.telemetry import build_tracer_provider, tracer_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LocalSecrets:
+    master_keys: str
+    pepper: bytes
+
+
+def local_secrets(settings: Settings) -> LocalSecrets:
+    """Configured secrets, or (embedded default only) ones generated once into the data dir."""
+    master = settings.master_keys.get_secret_value()
+    pepper = settings.api_key_pepper.get_secret_value()
+    if master and pepper:
+        return LocalSecrets(master, pepper.encode())
+    if settings.uses_postgres:
+        raise FailedPrecondition(
+            "MEMSVC_MASTER_KEYS and MEMSVC_API_KEY_PEPPER must be set outside the embedded default"
+        )
+    path = settings.local_secrets_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        stored = json.loads(path.read_text())
+    else:
+        stored = {"master_keys": f"1:{new_key_b64()}", "pepper": new_key_b64()}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(stored, fh)
+        log.warning("generated local development secrets in %s; set MEMSVC_MASTER_KEYS in production", path)
+    return LocalSecrets(master or stored["master_keys"], (pepper or stored["pepper"]).encode())
+
+
+def build_record_store(settings: Settings) -> RecordStore:
+    if settings.uses_postgres:
+        raise FailedPrecondition("the PostgreSQL record store is not built into this version")
+    return SqliteRecordStore(settings.sqlite_path)
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedding_provider == "openai":
+        from memsvc.embeddings.openai_compat import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            base_url=settings.embedding_base_url,
+            api_key=settings.embedding_api_key.get_secret_value(),
+            model=settings.embedding_model_name,
+            dimension=settings.embedding_dimension,
+            timeout_s=settings.embedding_timeout_s,
+        )
+    from memsvc.embeddings.local import LocalEmbedder
+
+    return LocalEmbedder(
+        settings.embedding_model_path,
+        model_name=settings.embedding_model_name,
+        batch_size=settings.embedding_batch_size,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
+    )
+
+
+@dataclass
+class Components:
+    """Everything the server runs on, built once."""
+
+    settings: Settings
+    store: RecordStore
+    index: MilvusVectorIndex
+    embedder: Embedder
+    cipher: EnvelopeCipher
+    keys: ApiKeys
+    pipeline: QueryPipeline
+    writes: WritePath
+    reconciler: Reconciler
+    recorder: RecallRecorder
+    tracer_provider: TracerProvider
+    owns_embedder: bool
+
+    async def close(self) -> None:
+        await self.reconciler.stop()
+        await self.recorder.stop()
+        await self.index.close()
+        await self.store.close()
+        if self.owns_embedder:
+            await self.embedder.close()
+        self.tracer_provider.shutdown()
+
+
+async def build_components(
+    settings: Settings, *, embedder: Embedder | None = None, span_processor: SpanProcessor | None = None
+) -> Components:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    secrets = local_secrets(settings)
+    ring = MasterKeyRing.parse(secrets.master_keys)
+    store = build_record_store(settings)
+    if settings.uses_postgres:
+        await store.check_schema()
+    else:
+        await store.migrate()  # the embedded default migrates itself; servers use `memsvc migrate`
+    owns_embedder = embedder is None
+    embedder = embedder or build_embedder(settings)
+    milvus = connect_milvus(
+        settings.resolved_milvus_uri,
+        settings.milvus_token.get_secret_value(),
+        settings.milvus_db_name,
+        settings.milvus_server_pem_path,
+        settings.milvus_server_name,
+    )
+    index = MilvusVectorIndex(
+        milvus,
+        embedding_version=embedder.version,
+        dimension=embedder.dimension,
+        placement=settings.vector_placement,
+        registry=store,
+        partitions_per_collection=settings.partitions_per_collection,
+        partition_key_partitions=settings.partition_key_partitions,
+        embedded=settings.is_embedded_milvus,
+        flush_delay_s=settings.index_flush_delay_s,
+    )
+    cipher = EnvelopeCipher(ring, store)
+    result_cache = InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s)
+    embedding_cache = InMemoryEmbeddingCache(settings.embedding_cache_entries)
+    provider = build_tracer_provider(settings, span_processor)
+    tracer = tracer_of(provider)
+    limits = Limits.from_settings(settings)
+    recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
+    pipeline = QueryPipeline(
+        tracer=tracer,
+        scope=ScopeStage(limits, settings.default_results, settings.importance_floor),
+        embed=EmbedStage(embedder, embedding_cache),
+        recall=RecallStage(index, settings.recall_candidates),
+        hydrate=HydrateStage(store, cipher),
+        rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation),
+        bookkeep=BookkeepStage(recorder, result_cache),
+        result_cache=result_cache,
+    )
+    writes = WritePath(
+        store=store,
+        index=index,
+        embedder=embedder,
+        cipher=cipher,
+        result_cache=result_cache,
+        page_tokens=PageTokens(ring.derive("page-token")),
+        limits=limits,
+        default_page_size=settings.default_page_size,
+    )
+    reconciler = Reconciler(store, index, embedder, cipher, settings.reconcile_min_age_s)
+    return Components(
+        settings=settings,
+        store=store,
+        index=index,
+        embedder=embedder,
+        cipher=cipher,
+        keys=ApiKeys(store, secrets.pepper, settings.auth_cache_ttl_s),
+        pipeline=pipeline,
+        writes=writes,
+        reconciler=reconciler,
+        recorder=recorder,
+        tracer_provider=provider,
+        owns_embedder=owns_embedder,
+    )
+
+
+async def bootstrap_dev_key(components: Components) -> str | None:
+    """On the first start of the embedded default, create a development key and save it."""
+    settings = components.settings
+    if not settings.bootstrap_dev_key or settings.uses_postgres:
+        return None
+    if await components.store.list_api_keys():
+        return None
+    issued = await components.keys.create(
+        "dev", "default", "development", frozenset(Permission), description="development key (first start)"
+    )
+    path = settings.dev_key_path
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(issued.token + "\n")
+    return issued.token
+
+
+def dev_key_banner(token: str, listen: str, key_path: Path) -> str:
+    return (
+        "\n"
+        "  memsvc created a development API key (shown once; saved to "
+        f"{key_path}):\n\n"
+        f"    {token}\n\n"
+        "  Try it:\n"
+        f"    memsvc add --user alice 'I prefer window seats on long flights'\n"
+        f"    memsvc query --user alice 'how do I like to fly?'\n"
+        f"    grpcurl -plaintext -H 'authorization: Bearer {token}' \\\n"
+        f'      -d \'{{"user_id":"alice","query":"how do I like to fly?"}}\' \\\n'
+        f"      {listen} memsvc.v1.QueryService/Query\n"
+    )
+
+
+async def run_server(settings: Settings) -> None:
+    components = await build_components(settings)
+    server = MemoryServer(components)
+    token = await bootstrap_dev_key(components)
+    port = await server.start()
+    host = settings.listen.rsplit(":", 1)[0]
+    if token:
+        print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
+    log.info("memsvc serving on %s:%d", host, port)
+    print(f"memsvc serving on {host}:{port} (data in {settings.data_dir})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("memsvc draining in-flight calls", file=sys.stderr, flush=True)
+    await server.stop()

@@ -1,0 +1,1 @@
+"""Storage adapters behind small protocols: records, vectors and caches."""

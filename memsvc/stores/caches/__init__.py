@@ -1,0 +1,1 @@
+"""Caches: embeddings and query results, in process by default, Redis when shared."""

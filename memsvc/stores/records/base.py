@@ -1,0 +1,154 @@
+"""The record store contract: the source of truth for memories, keys, events and the outbox."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memsvc.domain.models import (
+    ApiKeyRecord,
+    MemoryFilter,
+    Namespace,
+    RecallEvent,
+    StoredMemory,
+    WrappedDataKey,
+)
+
+
+@dataclass(frozen=True)
+class PageCursor:
+    """Where a listing resumes: after the memory with this (created_at, id), newest first."""
+
+    created_at: float
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class IndexTicket:
+    """A row's revision at the time its vector was written; stale tickets do not mark it indexed."""
+
+    memory_id: str
+    revision: int
+
+
+@dataclass(frozen=True)
+class VectorTombstone:
+    """A vector that must be removed from the index (its row is already gone)."""
+
+    memory_id: str
+    namespace_digest: str
+    embedding_version: str
+
+
+@dataclass(frozen=True)
+class NamespaceTombstone:
+    """A forgotten namespace whose vectors must still be dropped from the index."""
+
+    namespace: Namespace
+
+
+@dataclass(frozen=True)
+class VectorPlacement:
+    """Where one namespace's vectors live in the index."""
+
+    collection: str
+    partition: str
+
+
+# Fields of a memory row that an update may set, with their column names.
+UPDATABLE_COLUMNS = frozenset(
+    {"ciphertext", "tags", "tier", "importance", "embedding_version", "retention_status", "superseded_by"}
+)
+
+
+class RecordStore(Protocol):
+    """Everything memsvc keeps durably besides vectors. Every method is one round trip."""
+
+    async def migrate(self) -> list[int]:
+        """Apply pending schema migrations; return the versions applied."""
+        ...
+
+    async def check_schema(self) -> None:
+        """Raise FailedPrecondition when migrations are pending."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise Unavailable when the store cannot answer."""
+        ...
+
+    async def close(self) -> None: ...
+
+    # Memories
+    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
+        """Insert rows atomically. A row whose idempotency key exists yields the stored row and False."""
+        ...
+
+    async def fetch_memories(self, namespace: Namespace, ids: Sequence[str]) -> list[StoredMemory]:
+        """The rows of `ids` that belong to `namespace`, in one query."""
+        ...
+
+    async def update_memory(
+        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+    ) -> StoredMemory | None:
+        """Apply column changes, bump the revision and mark the row for re-indexing."""
+        ...
+
+    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
+        """Delete a row and leave a vector tombstone; return the deleted row."""
+        ...
+
+    async def forget_namespace(self, namespace: Namespace) -> int:
+        """Delete every row, event and data key of a namespace; leave a namespace tombstone."""
+        ...
+
+    async def list_memories(
+        self,
+        namespace: Namespace,
+        memory_filter: MemoryFilter,
+        after: PageCursor | None,
+        limit: int,
+    ) -> list[StoredMemory]:
+        """Newest first, filtered by the row-level fields of the filter (not metadata)."""
+        ...
+
+    # Outbox
+    async def mark_indexed(self, tickets: Sequence[IndexTicket]) -> None: ...
+
+    async def pending_index(self, limit: int, older_than: float) -> list[StoredMemory]: ...
+
+    async def count_pending_index(self) -> int: ...
+
+    async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]: ...
+
+    async def clear_vector_tombstones(self, memory_ids: Sequence[str]) -> None: ...
+
+    async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]: ...
+
+    async def clear_namespace_tombstone(self, namespace: Namespace) -> None: ...
+
+    # Bookkeeping
+    async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
+        """usage_count++, last_accessed_at and one memory_events row per event, in one transaction."""
+        ...
+
+    # API keys
+    async def insert_api_key(self, record: ApiKeyRecord) -> None: ...
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]: ...
+
+    async def revoke_api_key(self, key_id: str, now: float) -> bool: ...
+
+    # Data keys
+    async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None: ...
+
+    async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey: ...
+
+    # Vector placement registry
+    async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None: ...
+
+    async def assign_placement(
+        self, namespace_digest: str, prefix: str, partitions_per_collection: int
+    ) -> VectorPlacement: ...

@@ -1,0 +1,100 @@
+"""Versioned schema migrations of the record stores, applied in order by `memsvc migrate`."""
+
+from __future__ import annotations
+
+Migration = tuple[int, tuple[str, ...]]
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE memories (
+                id TEXT PRIMARY KEY,
+                ns TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                ciphertext BLOB NOT NULL,
+                role TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                tags TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                importance REAL NOT NULL,
+                tier TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                usage_count INTEGER NOT NULL DEFAULT 0,
+                last_accessed_at REAL,
+                quality REAL NOT NULL,
+                consistency REAL NOT NULL,
+                decay REAL NOT NULL,
+                retention_status TEXT NOT NULL,
+                embedding_version TEXT NOT NULL,
+                superseded_by TEXT NOT NULL DEFAULT '',
+                idempotency_key TEXT,
+                indexed INTEGER NOT NULL DEFAULT 0,
+                revision INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX memories_ns_created ON memories (ns, created_at DESC, id DESC)",
+            "CREATE UNIQUE INDEX memories_ns_idempotency ON memories (ns, idempotency_key) "
+            "WHERE idempotency_key IS NOT NULL",
+            "CREATE INDEX memories_unindexed ON memories (updated_at) WHERE indexed = 0",
+            """CREATE TABLE memory_events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                memory_id TEXT NOT NULL,
+                ns TEXT NOT NULL,
+                event TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                score REAL,
+                rank INTEGER,
+                at REAL NOT NULL
+            )""",
+            "CREATE INDEX memory_events_ns_at ON memory_events (ns, at)",
+            "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
+            """CREATE TABLE api_keys (
+                key_id TEXT PRIMARY KEY,
+                secret_hash BLOB NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                permissions TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL,
+                revoked_at REAL,
+                description TEXT NOT NULL DEFAULT ''
+            )""",
+            """CREATE TABLE data_keys (
+                ns TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                master_version INTEGER NOT NULL,
+                wrapped BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (ns, version)
+            )""",
+            """CREATE TABLE vector_tombstones (
+                memory_id TEXT PRIMARY KEY,
+                ns TEXT NOT NULL,
+                embedding_version TEXT NOT NULL,
+                at REAL NOT NULL
+            )""",
+            """CREATE TABLE namespace_tombstones (
+                ns TEXT PRIMARY KEY,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                at REAL NOT NULL
+            )""",
+            """CREATE TABLE vector_placements (
+                ns TEXT NOT NULL,
+                prefix TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                collection TEXT NOT NULL,
+                partition_name TEXT NOT NULL,
+                PRIMARY KEY (ns, prefix)
+            )""",
+            "CREATE INDEX vector_placements_shard ON vector_placements (prefix, shard)",
+        ),
+    ),
+)

@@ -1,0 +1,180 @@
+"""Row <-> domain conversion and filter SQL shared by the SQL record stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from memsvc.domain.models import (
+    ApiKeyRecord,
+    MemoryFilter,
+    MemoryKind,
+    Namespace,
+    Permission,
+    RetentionStatus,
+    Role,
+    StoredMemory,
+    Tier,
+)
+
+MEMORY_COLUMNS = (
+    "id, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
+    "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
+    "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
+    "indexed, revision"
+)
+
+API_KEY_COLUMNS = (
+    "key_id, secret_hash, tenant, project, environment, permissions, created_at, expires_at, revoked_at, description"
+)
+
+
+def memory_from_row(row: Sequence[Any]) -> StoredMemory:
+    return StoredMemory(
+        id=row[0],
+        namespace=Namespace(row[1], row[2], row[3], row[4]),
+        ciphertext=bytes(row[5]),
+        role=Role(row[6]),
+        kind=MemoryKind(row[7]),
+        tags=tuple(json.loads(row[8])),
+        session_id=row[9],
+        importance=float(row[10]),
+        tier=Tier(row[11]),
+        created_at=float(row[12]),
+        updated_at=float(row[13]),
+        usage_count=int(row[14]),
+        last_accessed_at=None if row[15] is None else float(row[15]),
+        quality=float(row[16]),
+        consistency=float(row[17]),
+        decay=float(row[18]),
+        retention_status=RetentionStatus(row[19]),
+        embedding_version=row[20],
+        superseded_by=row[21],
+        idempotency_key=row[22] or "",
+        indexed=bool(row[23]),
+        revision=int(row[24]),
+    )
+
+
+def memory_to_params(m: StoredMemory) -> tuple[Any, ...]:
+    ns = m.namespace
+    return (
+        m.id,
+        ns.digest,
+        ns.tenant,
+        ns.project,
+        ns.environment,
+        ns.user_id,
+        m.ciphertext,
+        m.role.value,
+        m.kind.value,
+        json.dumps(list(m.tags)),
+        m.session_id,
+        m.importance,
+        m.tier.value,
+        m.created_at,
+        m.updated_at,
+        m.usage_count,
+        m.last_accessed_at,
+        m.quality,
+        m.consistency,
+        m.decay,
+        m.retention_status.value,
+        m.embedding_version,
+        m.superseded_by,
+        m.idempotency_key or None,
+        int(m.indexed),
+        m.revision,
+    )
+
+
+INSERT_MEMORY_COLUMNS = (
+    "id, ns, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
+    "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
+    "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
+    "indexed, revision"
+)
+INSERT_MEMORY_ARITY = 26
+
+
+def api_key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        key_id=row[0],
+        secret_hash=bytes(row[1]),
+        tenant=row[2],
+        project=row[3],
+        environment=row[4],
+        permissions=frozenset(Permission(p) for p in json.loads(row[5])),
+        created_at=float(row[6]),
+        expires_at=None if row[7] is None else float(row[7]),
+        revoked_at=None if row[8] is None else float(row[8]),
+        description=row[9] or "",
+    )
+
+
+def api_key_to_params(r: ApiKeyRecord) -> tuple[Any, ...]:
+    return (
+        r.key_id,
+        r.secret_hash,
+        r.tenant,
+        r.project,
+        r.environment,
+        json.dumps(sorted(p.value for p in r.permissions)),
+        r.created_at,
+        r.expires_at,
+        r.revoked_at,
+        r.description,
+    )
+
+
+def filter_sql(
+    memory_filter: MemoryFilter, placeholder: str, tags_any_sql: Callable[[int], str]
+) -> tuple[str, list[Any]]:
+    """SQL conditions for the row-level fields of a filter; values are always bound.
+
+    `tags_any_sql(n)` renders the backend's "tags contain any of n bound values" condition.
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    if memory_filter.tags_any:
+        clauses.append(tags_any_sql(len(memory_filter.tags_any)))
+        params.extend(memory_filter.tags_any)
+    if memory_filter.tier is not None:
+        clauses.append(f"tier = {placeholder}")
+        params.append(memory_filter.tier.value)
+    if memory_filter.session_id:
+        clauses.append(f"session_id = {placeholder}")
+        params.append(memory_filter.session_id)
+    if memory_filter.min_importance is not None:
+        clauses.append(f"importance >= {placeholder}")
+        params.append(memory_filter.min_importance)
+    if memory_filter.roles:
+        clauses.append(f"role IN ({', '.join([placeholder] * len(memory_filter.roles))})")
+        params.extend(r.value for r in memory_filter.roles)
+    if memory_filter.kinds:
+        clauses.append(f"kind IN ({', '.join([placeholder] * len(memory_filter.kinds))})")
+        params.extend(k.value for k in memory_filter.kinds)
+    if memory_filter.created_after is not None:
+        clauses.append(f"created_at >= {placeholder}")
+        params.append(memory_filter.created_after)
+    if memory_filter.created_before is not None:
+        clauses.append(f"created_at < {placeholder}")
+        params.append(memory_filter.created_before)
+    if not memory_filter.include_inactive:
+        clauses.append(f"retention_status = {placeholder}")
+        params.append(RetentionStatus.ACTIVE.value)
+    return " AND ".join(clauses), params
+
+
+def changes_to_params(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn domain values of an update into column values."""
+    out: dict[str, Any] = {}
+    for column, value in changes.items():
+        if column == "tags":
+            out[column] = json.dumps(list(value))
+        elif hasattr(value, "value") and column in {"tier", "retention_status"}:
+            out[column] = value.value
+        else:
+            out[column] = value
+    return out

@@ -1,0 +1,439 @@
+"""SQLite record store (WAL): the embedded default. Blocking calls run on a small thread pool."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memsvc.domain.models import (
+    ApiKeyRecord,
+    MemoryFilter,
+    Namespace,
+    RecallEvent,
+    StoredMemory,
+    WrappedDataKey,
+)
+from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.stores.records.base import (
+    UPDATABLE_COLUMNS,
+    IndexTicket,
+    NamespaceTombstone,
+    PageCursor,
+    VectorPlacement,
+    VectorTombstone,
+)
+from memsvc.stores.records.migrations import SQLITE_MIGRATIONS
+from memsvc.stores.records.rows import (
+    API_KEY_COLUMNS,
+    INSERT_MEMORY_ARITY,
+    INSERT_MEMORY_COLUMNS,
+    MEMORY_COLUMNS,
+    api_key_from_row,
+    api_key_to_params,
+    changes_to_params,
+    filter_sql,
+    memory_from_row,
+    memory_to_params,
+)
+
+T = TypeVar("T")
+_BUSY_TIMEOUT_MS = 5000
+
+
+def _tags_any_sql(n: int) -> str:
+    return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join('?' * n)}))"
+
+
+class SqliteRecordStore:
+    """Record store on one SQLite file; each worker thread keeps its own connection."""
+
+    def __init__(self, path: Path, workers: int = 4) -> None:
+        self._path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite")
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def call() -> T:
+            try:
+                return fn(self._connection())
+            except sqlite3.OperationalError as exc:
+                # Locked or unreadable database: a retryable outage, never an internal error.
+                raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def tx(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._run(tx)
+
+    async def close(self) -> None:
+        def close_all() -> None:
+            with self._connections_lock:
+                for conn in self._connections:
+                    conn.close()
+                self._connections.clear()
+
+        await asyncio.get_running_loop().run_in_executor(None, close_all)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- schema -------------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        def apply(conn: sqlite3.Connection) -> list[int]:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            applied: list[int] = []
+            for version, statements in SQLITE_MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", (version, time.time())
+                )
+                applied.append(version)
+            return applied
+
+        return await self._write(apply)
+
+    async def check_schema(self) -> None:
+        def pending(conn: sqlite3.Connection) -> list[int]:
+            try:
+                done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            except sqlite3.OperationalError:
+                done = set()
+            return [v for v, _ in SQLITE_MIGRATIONS if v not in done]
+
+        missing = await self._run(pending)
+        if missing:
+            raise FailedPrecondition(f"schema migrations pending: {missing}; run `memsvc migrate`")
+
+    async def ping(self) -> None:
+        await self._run(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    # -- memories -----------------------------------------------------------------------------
+
+    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
+        def insert(conn: sqlite3.Connection) -> list[tuple[StoredMemory, bool]]:
+            out: list[tuple[StoredMemory, bool]] = []
+            placeholders = ", ".join("?" * INSERT_MEMORY_ARITY)
+            for row in rows:
+                if row.idempotency_key:
+                    existing = conn.execute(
+                        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND idempotency_key = ?",
+                        (row.namespace.digest, row.idempotency_key),
+                    ).fetchone()
+                    if existing is not None:
+                        out.append((memory_from_row(existing), False))
+                        continue
+                conn.execute(
+                    f"INSERT INTO memories ({INSERT_MEMORY_COLUMNS}) VALUES ({placeholders})",
+                    memory_to_params(row),
+                )
+                out.append((row, True))
+            return out
+
+        return await self._write(insert)
+
+    async def fetch_memories(self, namespace: Namespace, ids: Sequence[str]) -> list[StoredMemory]:
+        if not ids:
+            return []
+
+        def fetch(conn: sqlite3.Connection) -> list[StoredMemory]:
+            marks = ", ".join("?" * len(ids))
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND id IN ({marks})",
+                (namespace.digest, *ids),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(fetch)
+
+    async def update_memory(
+        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+    ) -> StoredMemory | None:
+        unknown = set(changes) - UPDATABLE_COLUMNS
+        if unknown:
+            raise ValueError(f"not updatable: {sorted(unknown)}")
+        params = changes_to_params(changes)
+
+        def update(conn: sqlite3.Connection) -> StoredMemory | None:
+            sets = ", ".join(f"{column} = ?" for column in params)
+            prefix = f"{sets}, " if sets else ""
+            conn.execute(
+                f"UPDATE memories SET {prefix}updated_at = ?, revision = revision + 1, indexed = 0 "
+                "WHERE ns = ? AND id = ?",
+                (*params.values(), now, namespace.digest, memory_id),
+            )
+            row = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND id = ?", (namespace.digest, memory_id)
+            ).fetchone()
+            return None if row is None else memory_from_row(row)
+
+        return await self._write(update)
+
+    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
+        def delete(conn: sqlite3.Connection) -> StoredMemory | None:
+            row = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND id = ?", (namespace.digest, memory_id)
+            ).fetchone()
+            if row is None:
+                return None
+            memory = memory_from_row(row)
+            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            conn.execute(
+                "INSERT OR REPLACE INTO vector_tombstones (memory_id, ns, embedding_version, at) VALUES (?, ?, ?, ?)",
+                (memory_id, namespace.digest, memory.embedding_version, time.time()),
+            )
+            return memory
+
+        return await self._write(delete)
+
+    async def forget_namespace(self, namespace: Namespace) -> int:
+        def forget(conn: sqlite3.Connection) -> int:
+            digest = namespace.digest
+            count = conn.execute("DELETE FROM memories WHERE ns = ?", (digest,)).rowcount
+            conn.execute("DELETE FROM memory_events WHERE ns = ?", (digest,))
+            conn.execute("DELETE FROM data_keys WHERE ns = ?", (digest,))
+            conn.execute("DELETE FROM vector_tombstones WHERE ns = ?", (digest,))
+            conn.execute(
+                "INSERT OR REPLACE INTO namespace_tombstones (ns, tenant, project, environment, user_id, at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (digest, namespace.tenant, namespace.project, namespace.environment, namespace.user_id, time.time()),
+            )
+            return int(count)
+
+        return await self._write(forget)
+
+    async def list_memories(
+        self, namespace: Namespace, memory_filter: MemoryFilter, after: PageCursor | None, limit: int
+    ) -> list[StoredMemory]:
+        def listing(conn: sqlite3.Connection) -> list[StoredMemory]:
+            where, params = filter_sql(memory_filter, "?", _tags_any_sql)
+            clauses = ["ns = ?"] + ([where] if where else [])
+            values: list[Any] = [namespace.digest, *params]
+            if after is not None:
+                clauses.append("(created_at < ? OR (created_at = ? AND id < ?))")
+                values.extend([after.created_at, after.created_at, after.memory_id])
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
+                "ORDER BY created_at DESC, id DESC LIMIT ?",
+                (*values, limit),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(listing)
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    async def mark_indexed(self, tickets: Sequence[IndexTicket]) -> None:
+        if not tickets:
+            return
+
+        def mark(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE memories SET indexed = 1 WHERE id = ? AND revision = ?",
+                [(t.memory_id, t.revision) for t in tickets],
+            )
+
+        await self._write(mark)
+
+    async def pending_index(self, limit: int, older_than: float) -> list[StoredMemory]:
+        def pending(conn: sqlite3.Connection) -> list[StoredMemory]:
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE indexed = 0 AND updated_at <= ? "
+                "ORDER BY updated_at LIMIT ?",
+                (older_than, limit),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(pending)
+
+    async def count_pending_index(self) -> int:
+        return await self._run(
+            lambda conn: int(conn.execute("SELECT COUNT(*) FROM memories WHERE indexed = 0").fetchone()[0])
+        )
+
+    async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]:
+        def pending(conn: sqlite3.Connection) -> list[VectorTombstone]:
+            rows = conn.execute(
+                "SELECT memory_id, ns, embedding_version FROM vector_tombstones ORDER BY at LIMIT ?", (limit,)
+            ).fetchall()
+            return [VectorTombstone(r[0], r[1], r[2]) for r in rows]
+
+        return await self._run(pending)
+
+    async def clear_vector_tombstones(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        await self._write(
+            lambda conn: conn.executemany(
+                "DELETE FROM vector_tombstones WHERE memory_id = ?", [(i,) for i in memory_ids]
+            )
+        )
+
+    async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]:
+        def pending(conn: sqlite3.Connection) -> list[NamespaceTombstone]:
+            rows = conn.execute(
+                "SELECT tenant, project, environment, user_id FROM namespace_tombstones ORDER BY at LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [NamespaceTombstone(Namespace(*r)) for r in rows]
+
+        return await self._run(pending)
+
+    async def clear_namespace_tombstone(self, namespace: Namespace) -> None:
+        await self._write(
+            lambda conn: conn.execute("DELETE FROM namespace_tombstones WHERE ns = ?", (namespace.digest,))
+        )
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
+        if not events:
+            return
+
+        def record(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE memories SET usage_count = usage_count + 1, "
+                "last_accessed_at = MAX(COALESCE(last_accessed_at, 0), ?) WHERE id = ? AND ns = ?",
+                [(e.at, e.memory_id, e.namespace.digest) for e in events],
+            )
+            conn.executemany(
+                "INSERT INTO memory_events (memory_id, ns, event, request_id, score, rank, at) "
+                "VALUES (?, ?, 'recall', ?, ?, ?, ?)",
+                [(e.memory_id, e.namespace.digest, e.request_id, e.score, e.rank, e.at) for e in events],
+            )
+
+        await self._write(record)
+
+    # -- API keys -----------------------------------------------------------------------------
+
+    async def insert_api_key(self, record: ApiKeyRecord) -> None:
+        await self._write(
+            lambda conn: conn.execute(
+                f"INSERT INTO api_keys ({API_KEY_COLUMNS}) VALUES ({', '.join('?' * 10)})",
+                api_key_to_params(record),
+            )
+        )
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        row = await self._run(
+            lambda conn: conn.execute(f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,)).fetchone()
+        )
+        return None if row is None else api_key_from_row(row)
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        rows = await self._run(
+            lambda conn: conn.execute(f"SELECT {API_KEY_COLUMNS} FROM api_keys ORDER BY created_at").fetchall()
+        )
+        return [api_key_from_row(r) for r in rows]
+
+    async def revoke_api_key(self, key_id: str, now: float) -> bool:
+        return await self._write(
+            lambda conn: (
+                conn.execute(
+                    "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (now, key_id)
+                ).rowcount
+                > 0
+            )
+        )
+
+    # -- data keys ----------------------------------------------------------------------------
+
+    async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT version, master_version, wrapped FROM data_keys WHERE ns = ? ORDER BY version DESC LIMIT 1",
+                (namespace.digest,),
+            ).fetchone()
+        )
+        return None if row is None else WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
+
+    async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey:
+        def put(conn: sqlite3.Connection) -> WrappedDataKey:
+            conn.execute(
+                "INSERT OR IGNORE INTO data_keys (ns, version, master_version, wrapped, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (namespace.digest, key.version, key.master_version, key.wrapped, time.time()),
+            )
+            row = conn.execute(
+                "SELECT version, master_version, wrapped FROM data_keys WHERE ns = ? ORDER BY version DESC LIMIT 1",
+                (namespace.digest,),
+            ).fetchone()
+            return WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
+
+        return await self._write(put)
+
+    # -- vector placement ---------------------------------------------------------------------
+
+    async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT collection, partition_name FROM vector_placements WHERE ns = ? AND prefix = ?",
+                (namespace_digest, prefix),
+            ).fetchone()
+        )
+        return None if row is None else VectorPlacement(row[0], row[1])
+
+    async def assign_placement(
+        self, namespace_digest: str, prefix: str, partitions_per_collection: int
+    ) -> VectorPlacement:
+        def assign(conn: sqlite3.Connection) -> VectorPlacement:
+            existing = conn.execute(
+                "SELECT collection, partition_name FROM vector_placements WHERE ns = ? AND prefix = ?",
+                (namespace_digest, prefix),
+            ).fetchone()
+            if existing is not None:
+                return VectorPlacement(existing[0], existing[1])
+            row = conn.execute(
+                "SELECT shard, COUNT(*) FROM vector_placements WHERE prefix = ? GROUP BY shard "
+                "ORDER BY shard DESC LIMIT 1",
+                (prefix,),
+            ).fetchone()
+            shard = 0 if row is None else (row[0] if row[1] < partitions_per_collection else row[0] + 1)
+            placement = VectorPlacement(f"{prefix}_s{shard:04d}", f"p_{namespace_digest}")
+            conn.execute(
+                "INSERT INTO vector_placements (ns, prefix, shard, collection, partition_name) VALUES (?, ?, ?, ?, ?)",
+                (namespace_digest, prefix, shard, placement.collection, placement.partition),
+            )
+            return placement
+
+        return await self._write(assign)

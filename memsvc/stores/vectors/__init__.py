@@ -1,0 +1,1 @@
+"""Vector indexes: Milvus (Lite file or server) behind one small protocol."""

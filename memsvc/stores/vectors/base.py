@@ -1,0 +1,74 @@
+"""The vector index contract: per-namespace upsert, filtered search and deletion."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memsvc.domain.models import MemoryKind, Namespace, RetentionStatus, Role, Tier
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class VectorItem:
+    """One memory's vector and the attributes recall may filter on (never its text)."""
+
+    memory_id: str
+    vector: Vector
+    tier: Tier
+    tags: tuple[str, ...]
+    session_id: str
+    role: Role
+    kind: MemoryKind
+    retention_status: RetentionStatus
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RecallFilter:
+    """Filters applied inside the index, so the wrong rows are never returned."""
+
+    tier: Tier | None = None
+    tags_any: tuple[str, ...] = ()
+    session_id: str = ""
+    roles: tuple[Role, ...] = ()
+    kinds: tuple[MemoryKind, ...] = ()
+    created_after: float | None = None
+    created_before: float | None = None
+    include_inactive: bool = False
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    memory_id: str
+    similarity: float
+
+
+class VectorIndex(Protocol):
+    """Vectors of one embedding version, isolated per user namespace."""
+
+    @property
+    def embedding_version(self) -> str: ...
+
+    async def upsert(self, namespace: Namespace, items: Sequence[VectorItem]) -> None: ...
+
+    async def search(
+        self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
+    ) -> list[VectorHit]: ...
+
+    async def delete(self, namespace: Namespace, memory_ids: Sequence[str]) -> None: ...
+
+    async def delete_by_digest(self, namespace_digest: str, memory_ids: Sequence[str]) -> None: ...
+
+    async def drop_namespace(self, namespace: Namespace) -> None: ...
+
+    async def count(self, namespace: Namespace) -> int: ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,372 @@
+"""Milvus vector index (Milvus Lite file or a Milvus server), one collection family per model.
+
+Per-user isolation is a placement, chosen by configuration:
+- `PartitionPlacement` (default): a named partition per namespace, searched with
+  `partition_names`, so only the user's own vectors are touched. Namespaces spill into
+  shard collections because Milvus caps partitions per collection.
+- `PartitionKeyPlacement`: one collection with a partition-key field holding the namespace
+  digest and `partitionkey.isolation` on, for clusters with millions of users.
+Either way the namespace term of an expression is written here alone, from the digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pymilvus import DataType, MilvusClient
+from pymilvus.exceptions import MilvusException
+
+from memsvc.domain.models import Namespace, RetentionStatus
+from memsvc.errors import Unavailable
+from memsvc.stores.records.base import VectorPlacement
+from memsvc.stores.vectors.base import RecallFilter, Vector, VectorHit, VectorItem
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_MAX_TAGS = 32
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+class PlacementRegistry(Protocol):
+    """The record store's table of namespace -> (collection, partition)."""
+
+    async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None: ...
+
+    async def assign_placement(
+        self, namespace_digest: str, prefix: str, partitions_per_collection: int
+    ) -> VectorPlacement: ...
+
+
+def quote(value: str) -> str:
+    """A Milvus string literal: escape backslashes and double quotes."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def filter_expression(recall_filter: RecallFilter) -> list[str]:
+    """Expression terms for caller filters; every value is quoted, never pasted."""
+    terms: list[str] = []
+    if recall_filter.tier is not None:
+        terms.append(f"tier == {quote(recall_filter.tier.value)}")
+    if recall_filter.tags_any:
+        terms.append(f"ARRAY_CONTAINS_ANY(tags, [{', '.join(quote(t) for t in recall_filter.tags_any)}])")
+    if recall_filter.session_id:
+        terms.append(f"session_id == {quote(recall_filter.session_id)}")
+    if recall_filter.roles:
+        terms.append(f"role in [{', '.join(quote(r.value) for r in recall_filter.roles)}]")
+    if recall_filter.kinds:
+        terms.append(f"kind in [{', '.join(quote(k.value) for k in recall_filter.kinds)}]")
+    if recall_filter.created_after is not None:
+        terms.append(f"created_at >= {int(recall_filter.created_after)}")
+    if recall_filter.created_before is not None:
+        terms.append(f"created_at < {int(recall_filter.created_before) + 1}")
+    if not recall_filter.include_inactive:
+        terms.append(f"status == {quote(RetentionStatus.ACTIVE.value)}")
+    return terms
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where to read or write one namespace: a collection, optional partition, optional term."""
+
+    collection: str
+    partition: str | None
+    namespace_term: str | None
+
+
+class MilvusVectorIndex:
+    """VectorIndex on Milvus. Blocking client calls run on a small thread pool."""
+
+    def __init__(
+        self,
+        client: MilvusClient,
+        *,
+        embedding_version: str,
+        dimension: int,
+        placement: str,
+        registry: PlacementRegistry,
+        partitions_per_collection: int = 1000,
+        partition_key_partitions: int = 64,
+        embedded: bool = True,
+        flush_delay_s: float = 1.0,
+        workers: int = 4,
+    ) -> None:
+        self._client = client
+        self._version = embedding_version
+        self._dimension = dimension
+        self._placement = placement
+        self._registry = registry
+        self._partitions_per_collection = partitions_per_collection
+        self._partition_key_partitions = partition_key_partitions
+        self._embedded = embedded
+        self._flush_delay_s = flush_delay_s
+        self._prefix = "memsvc_" + _NAME_SAFE.sub("_", embedding_version).lower()
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="milvus")
+        self._lock = threading.Lock()
+        self._ready_collections: set[str] = set()
+        self._ready_partitions: set[tuple[str, str]] = set()
+        self._locations: dict[str, VectorPlacement] = {}
+        self._flush_pending: set[str] = set()
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def embedding_version(self) -> str:
+        return self._version
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        def run() -> T:
+            try:
+                return fn()
+            except MilvusException as exc:
+                raise Unavailable("the vector index is unavailable", retry_after_s=1.0) from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    def _schema(self, with_namespace: bool) -> Any:
+        schema = MilvusClient.create_schema(
+            auto_id=False,
+            enable_dynamic_field=False,
+            **(
+                {"partition_key_field": "ns", "num_partitions": self._partition_key_partitions}
+                if with_namespace
+                else {}
+            ),
+        )
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        if with_namespace:
+            schema.add_field("ns", DataType.VARCHAR, max_length=64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self._dimension)
+        schema.add_field("tier", DataType.VARCHAR, max_length=8)
+        schema.add_field("tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=_MAX_TAGS, max_length=64)
+        schema.add_field("session_id", DataType.VARCHAR, max_length=128)
+        schema.add_field("role", DataType.VARCHAR, max_length=16)
+        schema.add_field("kind", DataType.VARCHAR, max_length=16)
+        schema.add_field("status", DataType.VARCHAR, max_length=16)
+        schema.add_field("created_at", DataType.INT64)
+        return schema
+
+    def _ensure_collection_sync(self, name: str, with_namespace: bool) -> None:
+        if name in self._ready_collections:
+            return
+        with self._lock:
+            if name in self._ready_collections:
+                return
+            if not self._client.has_collection(name):
+                index = self._client.prepare_index_params()
+                if self._embedded:
+                    # Milvus Lite searches a user's partition exhaustively; FLAT is exact and fast there.
+                    index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
+                else:
+                    index.add_index(
+                        field_name="vector",
+                        index_type="HNSW",
+                        metric_type="COSINE",
+                        params={"M": 16, "efConstruction": 200},
+                    )
+                properties = {"partitionkey.isolation": True} if with_namespace else {}
+                self._client.create_collection(
+                    name, schema=self._schema(with_namespace), index_params=index, properties=properties
+                )
+            self._client.load_collection(name)
+            self._ready_collections.add(name)
+
+    def _ensure_partition_sync(self, collection: str, partition: str) -> None:
+        if (collection, partition) in self._ready_partitions:
+            return
+        if not self._client.has_partition(collection, partition):
+            try:
+                self._client.create_partition(collection, partition)
+            except MilvusException:
+                # Another writer may have created it in between; only a real absence is an error.
+                if not self._client.has_partition(collection, partition):
+                    raise
+        self._ready_partitions.add((collection, partition))
+
+    async def _locate(self, digest: str, *, create: bool) -> Location | None:
+        if self._placement == "partition_key":
+            name = f"{self._prefix}_pk"
+            await self._call(lambda: self._ensure_collection_sync(name, True))
+            return Location(name, None, f"ns == {quote(digest)}")
+        placement = self._locations.get(digest)
+        if placement is None:
+            placement = await self._registry.get_placement(digest, self._prefix)
+            if placement is None:
+                if not create:
+                    return None
+                placement = await self._registry.assign_placement(digest, self._prefix, self._partitions_per_collection)
+            self._locations[digest] = placement
+        chosen = placement
+
+        def ensure() -> None:
+            self._ensure_collection_sync(chosen.collection, False)
+            self._ensure_partition_sync(chosen.collection, chosen.partition)
+
+        await self._call(ensure)
+        return Location(chosen.collection, chosen.partition, None)
+
+    def _schedule_flush(self, collection: str) -> None:
+        """Seal growing segments soon after writes: Milvus Lite searches sealed data far faster."""
+        if not self._embedded or collection in self._flush_pending:
+            return
+        self._flush_pending.add(collection)
+
+        async def flush_later() -> None:
+            await asyncio.sleep(self._flush_delay_s)
+            self._flush_pending.discard(collection)
+            try:
+                await self._call(lambda: self._client.flush(collection))
+            except Unavailable:
+                log.warning("flush of %s failed; the next write schedules another", collection)
+
+        task = asyncio.get_running_loop().create_task(flush_later())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- VectorIndex --------------------------------------------------------------------------
+
+    async def upsert(self, namespace: Namespace, items: Sequence[VectorItem]) -> None:
+        if not items:
+            return
+        location = await self._locate(namespace.digest, create=True)
+        assert location is not None
+        rows = []
+        for item in items:
+            row: dict[str, Any] = {
+                "id": item.memory_id,
+                "vector": item.vector.tolist(),
+                "tier": item.tier.value,
+                "tags": list(item.tags),
+                "session_id": item.session_id,
+                "role": item.role.value,
+                "kind": item.kind.value,
+                "status": item.retention_status.value,
+                "created_at": int(item.created_at),
+            }
+            if location.namespace_term is not None:
+                row["ns"] = namespace.digest
+            rows.append(row)
+        await self._call(
+            lambda: self._client.upsert(
+                location.collection, rows, **({"partition_name": location.partition} if location.partition else {})
+            )
+        )
+        self._schedule_flush(location.collection)
+
+    async def search(
+        self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
+    ) -> list[VectorHit]:
+        location = await self._locate(namespace.digest, create=False)
+        if location is None:
+            return []
+        terms = filter_expression(recall_filter)
+        if location.namespace_term is not None:
+            terms.insert(0, location.namespace_term)
+        expression = " and ".join(f"({t})" for t in terms)
+        kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
+        result = await self._call(
+            lambda: self._client.search(
+                location.collection,
+                data=[vector.tolist()],
+                limit=limit,
+                filter=expression,
+                output_fields=[],
+                search_params={"metric_type": "COSINE"},
+                # Strong: a write acknowledged by any replica is visible to this search.
+                consistency_level="Strong",
+                **kwargs,
+            )
+        )
+        return [VectorHit(str(hit["id"]), float(hit["distance"])) for hit in result[0]]
+
+    async def delete(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
+        await self.delete_by_digest(namespace.digest, memory_ids)
+
+    async def delete_by_digest(self, namespace_digest: str, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        location = await self._locate(namespace_digest, create=False)
+        if location is None:
+            return
+        ids = list(memory_ids)
+        await self._call(
+            lambda: self._client.delete(
+                location.collection, ids=ids, **({"partition_name": location.partition} if location.partition else {})
+            )
+        )
+        self._schedule_flush(location.collection)
+
+    async def drop_namespace(self, namespace: Namespace) -> None:
+        location = await self._locate(namespace.digest, create=False)
+        if location is None:
+            return
+        if location.partition is None:
+            term = location.namespace_term
+            await self._call(lambda: self._client.delete(location.collection, filter=term))
+            self._schedule_flush(location.collection)
+            return
+        partition = location.partition
+
+        def drop() -> None:
+            # Dropping the partition removes the vectors for real, not just logically.
+            if self._client.has_partition(location.collection, partition):
+                self._client.release_partitions(location.collection, [partition])
+                self._client.drop_partition(location.collection, partition)
+            self._ready_partitions.discard((location.collection, partition))
+
+        await self._call(drop)
+
+    async def count(self, namespace: Namespace) -> int:
+        location = await self._locate(namespace.digest, create=False)
+        if location is None:
+            return 0
+        expression = location.namespace_term or 'id != ""'
+        rows = await self._call(
+            lambda: self._client.query(
+                location.collection,
+                filter=expression,
+                output_fields=["count(*)"],
+                consistency_level="Strong",
+                **({"partition_names": [location.partition]} if location.partition else {}),
+            )
+        )
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    async def ping(self) -> None:
+        await self._call(self._client.list_collections)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        for collection in list(self._ready_collections):
+            try:
+                await self._call(lambda c=collection: self._client.flush(c))  # type: ignore[misc]
+            except Unavailable:
+                log.warning("final flush of %s failed", collection)
+        await asyncio.get_running_loop().run_in_executor(None, self._client.close)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def connect_milvus(
+    uri: str, token: str = "", db_name: str = "", server_pem_path: str = "", server_name: str = ""
+) -> MilvusClient:
+    """A MilvusClient for a Lite file path or a server URI (token auth and TLS optional)."""
+    kwargs: dict[str, Any] = {}
+    if token:
+        kwargs["token"] = token
+    if db_name:
+        kwargs["db_name"] = db_name
+    if server_pem_path:
+        kwargs["server_pem_path"] = server_pem_path
+        kwargs["secure"] = True
+    if server_name:
+        kwargs["server_name"] = server_name
+    return MilvusClient(uri=uri, **kwargs)
