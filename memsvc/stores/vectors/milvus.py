@@ -115,6 +115,7 @@ class MilvusVectorIndex:
         self._locations: dict[str, VectorPlacement] = {}
         self._flush_pending: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     @property
     def embedding_version(self) -> str:
@@ -316,10 +317,14 @@ class MilvusVectorIndex:
         partition = location.partition
 
         def drop() -> None:
-            # Dropping the partition removes the vectors for real, not just logically.
+            # Dropping the partition removes the vectors for real, not just logically. A Milvus
+            # server wants a loaded partition released first; Milvus Lite drops it directly.
             if self._client.has_partition(location.collection, partition):
-                self._client.release_partitions(location.collection, [partition])
-                self._client.drop_partition(location.collection, partition)
+                try:
+                    self._client.drop_partition(location.collection, partition)
+                except MilvusException:
+                    self._client.release_partitions(location.collection, [partition])
+                    self._client.drop_partition(location.collection, partition)
             self._ready_partitions.discard((location.collection, partition))
 
         await self._call(drop)
@@ -344,6 +349,9 @@ class MilvusVectorIndex:
         await self._call(self._client.list_collections)
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         for task in list(self._background):
             task.cancel()
         for collection in list(self._ready_collections):

@@ -1,0 +1,143 @@
+"""Shared fixtures: one background event loop, one embedding model, real servers on free ports."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from memsvc.api.server import MemoryServer  # noqa: E402
+from memsvc.config import Settings  # noqa: E402
+from memsvc.domain.models import Permission  # noqa: E402
+from memsvc.server import Components, build_components  # noqa: E402
+from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc  # noqa: E402
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread: servers live there, tests stay synchronous."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="test-loop")
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def loop_thread() -> Iterator[LoopThread]:
+    lt = LoopThread()
+    yield lt
+    lt.close()
+
+
+@pytest.fixture(scope="session")
+def embedder(loop_thread: LoopThread) -> Any:
+    from memsvc.embeddings.local import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+@dataclass
+class RunningServer:
+    """A real memsvc gRPC server on a free port, with an admin key of tenant `acme`."""
+
+    address: str
+    api_key: str
+    components: Components
+    server: MemoryServer
+    spans: InMemorySpanExporter
+    loop_thread: LoopThread
+    channel: grpc.Channel
+    writes: Any = field(init=False)
+    queries: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.writes = write_service_pb2_grpc.WriteServiceStub(self.channel)
+        self.queries = query_service_pb2_grpc.QueryServiceStub(self.channel)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop_thread.run(coro)
+
+    def create_key(
+        self,
+        tenant: str = "acme",
+        project: str = "default",
+        environment: str = "development",
+        permissions: frozenset[Permission] = frozenset(Permission),
+        ttl_s: float | None = None,
+    ) -> str:
+        issued = self.run(self.components.keys.create(tenant, project, environment, permissions, ttl_s))
+        return issued.token
+
+    @staticmethod
+    def auth(key: str) -> tuple[tuple[str, str]]:
+        return (("authorization", f"Bearer {key}"),)
+
+    @property
+    def md(self) -> tuple[tuple[str, str]]:
+        return self.auth(self.api_key)
+
+
+ServerFactory = Callable[..., RunningServer]
+
+
+@pytest.fixture
+def server_factory(loop_thread: LoopThread, embedder: Any, tmp_path: Path) -> Iterator[ServerFactory]:
+    started: list[RunningServer] = []
+
+    def start(data_dir: Path | None = None, **overrides: Any) -> RunningServer:
+        values: dict[str, Any] = {
+            "data_dir": data_dir or tmp_path / f"data{len(started)}",
+            "listen": "127.0.0.1:0",
+            "bootstrap_dev_key": False,
+            "reconcile_interval_s": 3600.0,
+            "index_flush_delay_s": 0.2,
+            "bookkeeping_flush_interval_ms": 20.0,
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        spans = InMemorySpanExporter()
+        components = loop_thread.run(
+            build_components(settings, embedder=embedder, span_processor=SimpleSpanProcessor(spans))
+        )
+
+        async def make_server() -> MemoryServer:
+            return MemoryServer(components)  # grpc.aio binds the server to the running loop
+
+        server = loop_thread.run(make_server())
+        port = loop_thread.run(server.start("127.0.0.1:0"))
+        address = f"127.0.0.1:{port}"
+        key = loop_thread.run(components.keys.create("acme", "default", "development", frozenset(Permission))).token
+        running = RunningServer(address, key, components, server, spans, loop_thread, grpc.insecure_channel(address))
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.channel.close()
+        loop_thread.run(running.server.stop(0))
+
+
+@pytest.fixture
+def server(server_factory: ServerFactory) -> RunningServer:
+    return server_factory()
