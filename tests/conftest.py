@@ -18,11 +18,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from memsvc.api.server import MemoryServer  # noqa: E402
-from memsvc.config import Settings  # noqa: E402
-from memsvc.domain.models import Permission  # noqa: E402
-from memsvc.server import Components, build_components  # noqa: E402
-from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc  # noqa: E402
+from memsvc.api.server import MemoryServer
+from memsvc.config import Settings
+from memsvc.domain.models import Permission
+from memsvc.server import Components, build_components
+from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc
 
 T = TypeVar("T")
 
