@@ -65,16 +65,27 @@ class QueryPipeline:
             cached, slot = await self._cache.lookup(plan.namespace, plan.request_key)
             if cached is not None:
                 return await self._from_cache(plan, cached, report, deadline)
-        with stage_span(self.tracer, report, "embed") as span:
-            qv = await self.embed.run(plan.query, deadline)
-            span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
-            report.embedding_cache_hit = qv.cache_hit
-        with stage_span(self.tracer, report, "recall") as span:
-            candidates = await self.recall.run(plan, qv.vector, deadline)
-            report.searches += 1
-            report.candidates_recalled = len(candidates)
-            span.set_attribute("memsvc.candidates.recalled", len(candidates))
+        candidates = await self.search(plan, plan.query, report, deadline)
         return await self.finish(plan, candidates, report, deadline, slot)
+
+    async def search(
+        self, plan: QueryPlan, text: str, report: QueryReport, deadline: Deadline, k: int | None = None
+    ) -> list[Candidate]:
+        """Stages 2-3 for one query text within the plan's namespace and filters.
+
+        Retrieval modes call this once per generated query, then `finish` on the merged list.
+        """
+        with stage_span(self.tracer, report, "embed") as span:
+            qv = await self.embed.run(text, deadline)
+            span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
+            if text == plan.query:
+                report.embedding_cache_hit = qv.cache_hit
+        with stage_span(self.tracer, report, "recall") as span:
+            candidates = await self.recall.run(plan, qv.vector, deadline, k)
+            report.searches += 1
+            report.candidates_recalled += len(candidates)
+            span.set_attribute("memsvc.candidates.recalled", len(candidates))
+        return candidates
 
     async def finish(
         self,

@@ -40,9 +40,9 @@ class RecallStage:
         self._index = index
         self._candidates = candidates
 
-    async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline) -> list[Candidate]:
+    async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None = None) -> list[Candidate]:
         # Recall more than the limit: hydration filters and ranking reorder what comes back.
-        k = max(self._candidates, plan.limit * 3)
+        k = k or max(self._candidates, plan.limit * 3)
         hits = await deadline.run(
             self._index.search(plan.namespace, vector, k, recall_filter_of(plan.memory_filter)),
             "the vector index",
