@@ -10,7 +10,7 @@ TORCH := torch==2.13.0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install run test test-all lint typecheck gen check-gen clean
+.PHONY: install run test test-all lint typecheck gen check-gen clean system-deps
 
 install: $(STAMP)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/memsvc serve
 
-gen: install
+gen: install gen-clients docs
 	$(BIN)/python tools/gen_proto.py
 
 check-gen: install
@@ -37,10 +37,13 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install check-gen lint typecheck
+system-deps:
+	tools/install_system_deps.sh
+
+test: install system-deps check-gen contract lint typecheck
 	$(BIN)/pytest
 
-test-all: install check-gen lint typecheck
+test-all: install system-deps check-gen contract lint typecheck
 	$(BIN)/pytest -m ""
 
 # Contract checks (buf lint and breaking), the API reference and the TypeScript and Go

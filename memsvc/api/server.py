@@ -74,8 +74,8 @@ class MemoryServer:
         self._readiness = asyncio.get_running_loop().create_task(self._watch_dependencies())
         return self.port
 
-    async def _set_health(self, status: int) -> None:
-        for name in HEALTH_NAMES:
+    async def _set_health(self, status: int, names: tuple[str, ...] = HEALTH_NAMES) -> None:
+        for name in names:
             await self.health.set(name, status)
 
     async def _watch_dependencies(self, interval_s: float = 5.0) -> None:
@@ -92,8 +92,12 @@ class MemoryServer:
             if ok != serving:
                 serving = ok
                 log.warning("dependencies %s", "recovered" if ok else "unavailable: not serving")
+                # Only the per-service names follow the dependencies: the overall name ("") stays
+                # SERVING while the process works, so a liveness probe on it does not restart every
+                # replica during a database outage. Readiness probes name a service.
                 await self._set_health(
-                    health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+                    health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING,
+                    SERVICE_NAMES,
                 )
 
     async def stop(self, grace_s: float | None = None) -> None:
