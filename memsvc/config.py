@@ -37,9 +37,13 @@ class Settings(BaseSettings):
     keepalive_time_s: float = 60.0
     keepalive_timeout_s: float = 20.0
     default_deadline_s: float = 30.0
+    # How often readiness re-checks the record store and the vector index.
+    readiness_interval_s: float = 5.0
 
     # Stores. Empty means the embedded default under data_dir.
     record_store_url: str = ""
+    record_store_pool_size: int = 10
+    record_store_timeout_s: float = 5.0
     milvus_uri: str = ""
     milvus_token: SecretStr = SecretStr("")
     milvus_db_name: str = ""
@@ -50,6 +54,9 @@ class Settings(BaseSettings):
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64
     redis_url: str = ""
+    # Prefixes every Redis key, so several deployments (or tests) can share one Redis.
+    redis_key_prefix: str = "memsvc"
+    redis_timeout_s: float = 0.5
 
     # Embeddings
     embedding_provider: Literal["local", "openai"] = "local"

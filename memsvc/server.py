@@ -72,7 +72,13 @@ def local_secrets(settings: Settings) -> LocalSecrets:
 
 def build_record_store(settings: Settings) -> RecordStore:
     if settings.uses_postgres:
-        raise FailedPrecondition("the PostgreSQL record store is not built into this version")
+        from memsvc.stores.records.postgres import PostgresRecordStore
+
+        return PostgresRecordStore(
+            settings.record_store_url,
+            max_connections=settings.record_store_pool_size,
+            timeout_s=settings.record_store_timeout_s,
+        )
     return SqliteRecordStore(settings.sqlite_path)
 
 

@@ -41,6 +41,8 @@ class LoopThread:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self.loop.close()  # an unclosed loop is a ResourceWarning, an error under strict warnings
 
 
 @pytest.fixture(scope="session")

@@ -98,3 +98,101 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
 )
+
+# The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
+# "C" collation on ids so keyset paging orders them bytewise, as SQLite does.
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE memories (
+                id TEXT COLLATE "C" PRIMARY KEY,
+                ns TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                ciphertext BYTEA NOT NULL,
+                role TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                tags JSONB NOT NULL,
+                session_id TEXT NOT NULL,
+                importance DOUBLE PRECISION NOT NULL,
+                tier TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                usage_count BIGINT NOT NULL DEFAULT 0,
+                last_accessed_at DOUBLE PRECISION,
+                quality DOUBLE PRECISION NOT NULL,
+                consistency DOUBLE PRECISION NOT NULL,
+                decay DOUBLE PRECISION NOT NULL,
+                retention_status TEXT NOT NULL,
+                embedding_version TEXT NOT NULL,
+                superseded_by TEXT NOT NULL DEFAULT '',
+                idempotency_key TEXT,
+                indexed INTEGER NOT NULL DEFAULT 0,
+                revision INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX memories_ns_created ON memories (ns, created_at DESC, id DESC)",
+            "CREATE UNIQUE INDEX memories_ns_idempotency ON memories (ns, idempotency_key) "
+            "WHERE idempotency_key IS NOT NULL",
+            "CREATE INDEX memories_unindexed ON memories (updated_at) WHERE indexed = 0",
+            """CREATE TABLE memory_events (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                memory_id TEXT NOT NULL,
+                ns TEXT NOT NULL,
+                event TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                score DOUBLE PRECISION,
+                rank INTEGER,
+                at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX memory_events_ns_at ON memory_events (ns, at)",
+            "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
+            """CREATE TABLE api_keys (
+                key_id TEXT PRIMARY KEY,
+                secret_hash BYTEA NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                permissions TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION,
+                revoked_at DOUBLE PRECISION,
+                description TEXT NOT NULL DEFAULT ''
+            )""",
+            """CREATE TABLE data_keys (
+                ns TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                master_version INTEGER NOT NULL,
+                wrapped BYTEA NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (ns, version)
+            )""",
+            """CREATE TABLE vector_tombstones (
+                memory_id TEXT PRIMARY KEY,
+                ns TEXT NOT NULL,
+                embedding_version TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX vector_tombstones_ns ON vector_tombstones (ns)",
+            """CREATE TABLE namespace_tombstones (
+                ns TEXT PRIMARY KEY,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE vector_placements (
+                ns TEXT NOT NULL,
+                prefix TEXT NOT NULL,
+                shard INTEGER NOT NULL,
+                collection TEXT NOT NULL,
+                partition_name TEXT NOT NULL,
+                PRIMARY KEY (ns, prefix)
+            )""",
+            "CREATE INDEX vector_placements_shard ON vector_placements (prefix, shard)",
+        ),
+    ),
+)

@@ -1,0 +1,397 @@
+"""PostgreSQL record store (psycopg 3, async connection pool): the store of many replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection, errors
+from psycopg_pool import AsyncConnectionPool
+
+from memsvc.domain.models import (
+    ApiKeyRecord,
+    MemoryFilter,
+    Namespace,
+    RecallEvent,
+    StoredMemory,
+    WrappedDataKey,
+)
+from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.stores.records.base import (
+    UPDATABLE_COLUMNS,
+    IndexTicket,
+    NamespaceTombstone,
+    PageCursor,
+    VectorPlacement,
+    VectorTombstone,
+)
+from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS
+from memsvc.stores.records.rows import (
+    API_KEY_COLUMNS,
+    INSERT_MEMORY_ARITY,
+    INSERT_MEMORY_COLUMNS,
+    MEMORY_COLUMNS,
+    api_key_from_row,
+    api_key_to_params,
+    changes_to_params,
+    filter_sql,
+    memory_from_row,
+    memory_to_params,
+)
+
+log = logging.getLogger(__name__)
+
+# Tags are JSONB here; rows.py parses them from their JSON text, as SQLite stores them.
+_SELECT_MEMORY = MEMORY_COLUMNS.replace(", tags,", ", tags::text,")
+assert _SELECT_MEMORY != MEMORY_COLUMNS
+_INSERT_MEMORY = (
+    f"INSERT INTO memories ({INSERT_MEMORY_COLUMNS}) VALUES ({', '.join(['%s'] * INSERT_MEMORY_ARITY)}) "
+    "ON CONFLICT (ns, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id"
+)
+# Serialises migrators (every replica's Job may run at once) and shard assignment per prefix.
+_MIGRATION_LOCK = 0x6D656D737663  # "memsvc"
+_LATEST_DATA_KEY = "SELECT version, master_version, wrapped FROM data_keys WHERE ns = %s ORDER BY version DESC LIMIT 1"
+
+
+def _tags_any_sql(n: int) -> str:
+    return f"tags ?| ARRAY[{', '.join(['%s::text'] * n)}]"
+
+
+class PostgresRecordStore:
+    """Record store on PostgreSQL. Each method is one transaction on a pooled connection."""
+
+    def __init__(self, url: str, *, max_connections: int = 10, timeout_s: float = 5.0) -> None:
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            open=False,
+            timeout=timeout_s,
+            kwargs={"connect_timeout": max(2, int(timeout_s))},
+            name="memsvc-records",
+        )
+        self._opened = False
+        self._open_lock = asyncio.Lock()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """One transaction on a pooled connection; connection trouble becomes Unavailable."""
+        if not self._opened:
+            async with self._open_lock:
+                if not self._opened:
+                    # wait=False: start even while the database is down; calls report Unavailable.
+                    await self._pool.open(wait=False)
+                    self._opened = True
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # Down, restarting, pool exhausted, serialization conflict: retryable, never INTERNAL.
+            raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
+        except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
+            raise FailedPrecondition("the record store schema is not migrated; run `memsvc migrate`") from exc
+
+    async def close(self) -> None:
+        if self._opened:
+            await self._pool.close()
+            self._opened = False
+
+    # -- schema -------------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        async with self._tx() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            cur = await conn.execute("SELECT version FROM schema_migrations")
+            done = {row[0] for row in await cur.fetchall()}
+            applied: list[int] = []
+            for version, statements in POSTGRES_MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)", (version, time.time())
+                )
+                applied.append(version)
+            return applied
+
+    async def check_schema(self) -> None:
+        async with self._tx() as conn:
+            cur = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+            row = await cur.fetchone()
+            done: set[int] = set()
+            if row is not None and row[0]:
+                cur = await conn.execute("SELECT version FROM schema_migrations")
+                done = {r[0] for r in await cur.fetchall()}
+        missing = [v for v, _ in POSTGRES_MIGRATIONS if v not in done]
+        if missing:
+            raise FailedPrecondition(f"schema migrations pending: {missing}; run `memsvc migrate`")
+
+    async def ping(self) -> None:
+        async with self._tx() as conn:
+            await conn.execute("SELECT 1")
+
+    # -- memories -----------------------------------------------------------------------------
+
+    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
+        out: list[tuple[StoredMemory, bool]] = []
+        async with self._tx() as conn:
+            for row in rows:
+                # ON CONFLICT waits for a concurrent insert of the same key to commit, then
+                # skips; the next statement (a fresh snapshot) sees the winner's row.
+                cur = await conn.execute(_INSERT_MEMORY, memory_to_params(row))
+                if await cur.fetchone() is not None:
+                    out.append((row, True))
+                    continue
+                cur = await conn.execute(
+                    f"SELECT {_SELECT_MEMORY} FROM memories WHERE ns = %s AND idempotency_key = %s",
+                    (row.namespace.digest, row.idempotency_key),
+                )
+                existing = await cur.fetchone()
+                if existing is None:
+                    raise Unavailable("an idempotent insert raced with a delete; retry", retry_after_s=0.1)
+                out.append((memory_from_row(existing), False))
+        return out
+
+    async def fetch_memories(self, namespace: Namespace, ids: Sequence[str]) -> list[StoredMemory]:
+        if not ids:
+            return []
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE ns = %s AND id = ANY(%s)", (namespace.digest, list(ids))
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    async def update_memory(
+        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+    ) -> StoredMemory | None:
+        unknown = set(changes) - UPDATABLE_COLUMNS
+        if unknown:
+            raise ValueError(f"not updatable: {sorted(unknown)}")
+        params = changes_to_params(changes)
+        sets = ", ".join(f"{column} = %s" for column in params)
+        prefix = f"{sets}, " if sets else ""
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"UPDATE memories SET {prefix}updated_at = %s, revision = revision + 1, indexed = 0 "
+                f"WHERE ns = %s AND id = %s RETURNING {_SELECT_MEMORY}",
+                (*params.values(), now, namespace.digest, memory_id),
+            )
+            row = await cur.fetchone()
+        return None if row is None else memory_from_row(row)
+
+    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"DELETE FROM memories WHERE ns = %s AND id = %s RETURNING {_SELECT_MEMORY}",
+                (namespace.digest, memory_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            memory = memory_from_row(row)
+            await conn.execute(
+                "INSERT INTO vector_tombstones (memory_id, ns, embedding_version, at) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (memory_id) DO UPDATE SET ns = excluded.ns, "
+                "embedding_version = excluded.embedding_version, at = excluded.at",
+                (memory_id, namespace.digest, memory.embedding_version, time.time()),
+            )
+            return memory
+
+    async def forget_namespace(self, namespace: Namespace) -> int:
+        digest = namespace.digest
+        async with self._tx() as conn:
+            cur = await conn.execute("DELETE FROM memories WHERE ns = %s", (digest,))
+            count = cur.rowcount
+            await conn.execute("DELETE FROM memory_events WHERE ns = %s", (digest,))
+            await conn.execute("DELETE FROM data_keys WHERE ns = %s", (digest,))
+            await conn.execute("DELETE FROM vector_tombstones WHERE ns = %s", (digest,))
+            await conn.execute(
+                "INSERT INTO namespace_tombstones (ns, tenant, project, environment, user_id, at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (ns) DO UPDATE SET at = excluded.at",
+                (digest, namespace.tenant, namespace.project, namespace.environment, namespace.user_id, time.time()),
+            )
+            return int(count)
+
+    async def list_memories(
+        self, namespace: Namespace, memory_filter: MemoryFilter, after: PageCursor | None, limit: int
+    ) -> list[StoredMemory]:
+        where, params = filter_sql(memory_filter, "%s", _tags_any_sql)
+        clauses = ["ns = %s"] + ([where] if where else [])
+        values: list[Any] = [namespace.digest, *params]
+        if after is not None:
+            clauses.append("(created_at < %s OR (created_at = %s AND id < %s))")
+            values.extend([after.created_at, after.created_at, after.memory_id])
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE {' AND '.join(clauses)} "
+                "ORDER BY created_at DESC, id DESC LIMIT %s",
+                (*values, limit),
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    async def mark_indexed(self, tickets: Sequence[IndexTicket]) -> None:
+        if not tickets:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE memories SET indexed = 1 WHERE id = %s AND revision = %s",
+                [(t.memory_id, t.revision) for t in tickets],
+            )
+
+    async def pending_index(self, limit: int, older_than: float) -> list[StoredMemory]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE indexed = 0 AND updated_at <= %s "
+                "ORDER BY updated_at LIMIT %s",
+                (older_than, limit),
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    async def count_pending_index(self) -> int:
+        async with self._tx() as conn:
+            cur = await conn.execute("SELECT COUNT(*) FROM memories WHERE indexed = 0")
+            row = await cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT memory_id, ns, embedding_version FROM vector_tombstones ORDER BY at LIMIT %s", (limit,)
+            )
+            return [VectorTombstone(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def clear_vector_tombstones(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        async with self._tx() as conn:
+            await conn.execute("DELETE FROM vector_tombstones WHERE memory_id = ANY(%s)", (list(memory_ids),))
+
+    async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT tenant, project, environment, user_id FROM namespace_tombstones ORDER BY at LIMIT %s",
+                (limit,),
+            )
+            return [NamespaceTombstone(Namespace(*r)) for r in await cur.fetchall()]
+
+    async def clear_namespace_tombstone(self, namespace: Namespace) -> None:
+        async with self._tx() as conn:
+            await conn.execute("DELETE FROM namespace_tombstones WHERE ns = %s", (namespace.digest,))
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
+        if not events:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE memories SET usage_count = usage_count + 1, "
+                "last_accessed_at = GREATEST(COALESCE(last_accessed_at, 0), %s) WHERE id = %s AND ns = %s",
+                [(e.at, e.memory_id, e.namespace.digest) for e in events],
+            )
+            await cur.executemany(
+                "INSERT INTO memory_events (memory_id, ns, event, request_id, score, rank, at) "
+                "VALUES (%s, %s, 'recall', %s, %s, %s, %s)",
+                [(e.memory_id, e.namespace.digest, e.request_id, e.score, e.rank, e.at) for e in events],
+            )
+
+    # -- API keys -----------------------------------------------------------------------------
+
+    async def insert_api_key(self, record: ApiKeyRecord) -> None:
+        async with self._tx() as conn:
+            await conn.execute(
+                f"INSERT INTO api_keys ({API_KEY_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})",
+                api_key_to_params(record),
+            )
+
+    async def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,))
+            row = await cur.fetchone()
+        return None if row is None else api_key_from_row(row)
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        async with self._tx() as conn:
+            cur = await conn.execute(f"SELECT {API_KEY_COLUMNS} FROM api_keys ORDER BY created_at")
+            return [api_key_from_row(r) for r in await cur.fetchall()]
+
+    async def revoke_api_key(self, key_id: str, now: float) -> bool:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "UPDATE api_keys SET revoked_at = %s WHERE key_id = %s AND revoked_at IS NULL", (now, key_id)
+            )
+            return cur.rowcount > 0
+
+    # -- data keys ----------------------------------------------------------------------------
+
+    async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(_LATEST_DATA_KEY, (namespace.digest,))
+            row = await cur.fetchone()
+        return None if row is None else WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
+
+    async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey:
+        async with self._tx() as conn:
+            await conn.execute(
+                "INSERT INTO data_keys (ns, version, master_version, wrapped, created_at) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ns, version) DO NOTHING",
+                (namespace.digest, key.version, key.master_version, key.wrapped, time.time()),
+            )
+            cur = await conn.execute(_LATEST_DATA_KEY, (namespace.digest,))
+            row = await cur.fetchone()
+        if row is None:  # only a concurrent forget can remove it between the two statements
+            raise Unavailable("the data key was removed concurrently; retry", retry_after_s=0.1)
+        return WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
+
+    # -- vector placement ---------------------------------------------------------------------
+
+    async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT collection, partition_name FROM vector_placements WHERE ns = %s AND prefix = %s",
+                (namespace_digest, prefix),
+            )
+            row = await cur.fetchone()
+        return None if row is None else VectorPlacement(row[0], row[1])
+
+    async def assign_placement(
+        self, namespace_digest: str, prefix: str, partitions_per_collection: int
+    ) -> VectorPlacement:
+        async with self._tx() as conn:
+            # Replicas assigning at once must count shard sizes one after another.
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_MIGRATION_LOCK >> 16, prefix))
+            cur = await conn.execute(
+                "SELECT collection, partition_name FROM vector_placements WHERE ns = %s AND prefix = %s",
+                (namespace_digest, prefix),
+            )
+            existing = await cur.fetchone()
+            if existing is not None:
+                return VectorPlacement(existing[0], existing[1])
+            cur = await conn.execute(
+                "SELECT shard, COUNT(*) FROM vector_placements WHERE prefix = %s GROUP BY shard "
+                "ORDER BY shard DESC LIMIT 1",
+                (prefix,),
+            )
+            row = await cur.fetchone()
+            shard = 0 if row is None else (row[0] if row[1] < partitions_per_collection else row[0] + 1)
+            placement = VectorPlacement(f"{prefix}_s{shard:04d}", f"p_{namespace_digest}")
+            await conn.execute(
+                "INSERT INTO vector_placements (ns, prefix, shard, collection, partition_name) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (namespace_digest, prefix, shard, placement.collection, placement.partition),
+            )
+            return placement
