@@ -1,0 +1,211 @@
+"""Fast tests of the core's pure logic: crypto, validation, paging, ranking, expressions."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memsvc.config import RankWeights
+from memsvc.crypto.envelope import DecryptionError, EnvelopeCipher
+from memsvc.crypto.keyring import MasterKeyRing
+from memsvc.domain.models import (
+    Memory,
+    MemoryFilter,
+    MemoryKind,
+    Namespace,
+    NewMemory,
+    Role,
+    Tier,
+    WrappedDataKey,
+)
+from memsvc.errors import FailedPrecondition, InvalidArgument
+from memsvc.pipeline.hydrate import Hydrated, metadata_matches
+from memsvc.pipeline.paging import PageTokens
+from memsvc.pipeline.rank import RankStage
+from memsvc.pipeline.recall import Candidate
+from memsvc.pipeline.scoring import estimate_importance, estimate_quality
+from memsvc.pipeline.validation import Limits, validate_new_memories, validate_query
+from memsvc.stores.records.base import PageCursor
+from memsvc.stores.vectors.base import RecallFilter
+from memsvc.stores.vectors.milvus import filter_expression, quote
+
+ALICE = Namespace("acme", "web", "production", "alice")
+BOB = Namespace("acme", "web", "production", "bob")
+LIMITS = Limits(
+    max_content_chars=100,
+    max_batch_items=3,
+    max_query_chars=50,
+    max_results=100,
+    max_tags=4,
+    max_metadata_bytes=64,
+    max_page_size=10,
+)
+
+
+class DictKeyStore:
+    def __init__(self) -> None:
+        self.keys: dict[str, WrappedDataKey] = {}
+
+    async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None:
+        return self.keys.get(namespace.digest)
+
+    async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey:
+        return self.keys.setdefault(namespace.digest, key)
+
+
+def ring() -> MasterKeyRing:
+    return MasterKeyRing.parse("1:" + base64.b64encode(os.urandom(32)).decode())
+
+
+def test_envelope_round_trip_and_binding() -> None:
+    store = DictKeyStore()
+    cipher = EnvelopeCipher(ring(), store)
+
+    async def scenario() -> None:
+        sealed = await cipher.seal(ALICE, "m1", b"secret text")
+        assert b"secret text" not in sealed
+        assert await cipher.open(ALICE, "m1", sealed) == b"secret text"
+        with pytest.raises(DecryptionError):
+            await cipher.open(ALICE, "m2", sealed)  # moved to another row
+        await cipher.seal(BOB, "m1", b"x")
+        with pytest.raises(DecryptionError):
+            await cipher.open(BOB, "m1", sealed)  # moved to another user
+        del store.keys[ALICE.digest]  # crypto-shredding
+        cipher.forget(ALICE)
+        with pytest.raises(DecryptionError):
+            await cipher.open(ALICE, "m1", sealed)
+
+    asyncio.run(scenario())
+
+
+def test_data_key_does_not_unwrap_under_another_master_key() -> None:
+    store = DictKeyStore()
+
+    async def scenario() -> None:
+        sealed = await EnvelopeCipher(ring(), store).seal(ALICE, "m1", b"text")
+        with pytest.raises(DecryptionError):
+            await EnvelopeCipher(ring(), store).open(ALICE, "m1", sealed)
+
+    asyncio.run(scenario())
+
+
+def test_master_key_ring_parsing() -> None:
+    k1, k2 = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    parsed = MasterKeyRing.parse(f"2:{k2}, 1:{k1}")
+    assert parsed.primary_version == 2
+    assert set(parsed.keys) == {1, 2}
+    for bad in ("", "x:abc", f"1:{base64.b64encode(b'short').decode()}"):
+        with pytest.raises(FailedPrecondition):
+            MasterKeyRing.parse(bad)
+
+
+def test_validation_names_each_field() -> None:
+    items = [
+        NewMemory(content=""),
+        NewMemory(content="ok", tags=("fine", "not fine")),
+        NewMemory(content="ok", importance=1.5, session_id="bad session"),
+        NewMemory(content="ok", created_at=4_000_000_000.0),
+    ]
+    with pytest.raises(InvalidArgument) as info:
+        validate_new_memories("u", items, LIMITS, now=1_700_000_000.0)
+    fields = {v.field for v in info.value.violations}
+    assert {
+        "memories",
+        "memories[0].content",
+        "memories[1].tags[1]",
+        "memories[2].importance",
+        "memories[2].session_id",
+    } <= fields
+    with pytest.raises(InvalidArgument) as info:
+        validate_query("u", "q" * 51, 0, MemoryFilter(min_importance=-1), LIMITS)
+    assert {v.field for v in info.value.violations} == {"query", "limit", "filter.min_importance"}
+
+
+def test_page_tokens_bind_namespace_and_filter() -> None:
+    tokens = PageTokens(b"k" * 32)
+    cursor = PageCursor(1_700_000_000.5, "ab" * 16)
+    token = tokens.encode(ALICE, "f1", cursor)
+    assert tokens.decode(token, ALICE, "f1") == cursor
+    for namespace, fingerprint, text in ((BOB, "f1", token), (ALICE, "f2", token), (ALICE, "f1", token[:-2] + "AA")):
+        with pytest.raises(InvalidArgument):
+            tokens.decode(text, namespace, fingerprint)
+    with pytest.raises(InvalidArgument):
+        PageTokens(b"o" * 32).decode(token, ALICE, "f1")
+
+
+def memory(importance: float = 0.6, created_at: float = 1_000.0, usage: int = 0) -> Memory:
+    return Memory(
+        id="m" * 32, namespace=ALICE, content="c", importance=importance, created_at=created_at, usage_count=usage
+    )
+
+
+def test_rank_weights_gate_and_explanation() -> None:
+    stage = RankStage(RankWeights(), recency_half_life_days=30, usage_saturation=10)
+    now = 1_000.0 + 30 * 86_400
+    items = [
+        Hydrated(memory(0.9), Candidate("a", similarity=0.9)),
+        Hydrated(memory(0.2), Candidate("b", similarity=0.99)),
+        Hydrated(memory(0.6, created_at=now), Candidate("c", similarity=0.5)),
+    ]
+    ranking = stage.run(items, limit=5, min_importance=0.5, now=now)
+    assert ranking.dropped_by_importance == 1
+    top = ranking.memories[0]
+    assert top.breakdown.recency == pytest.approx(0.5)
+    assert top.breakdown.semantic == pytest.approx(0.9)
+    assert 0 <= top.score <= 1
+    assert ranking.explanation.startswith("Top match is a fact")
+    assert stage.run(items, limit=5, min_importance=0.0, now=now).dropped_by_importance == 0
+
+
+@given(st.text(max_size=40))
+def test_milvus_literals_cannot_break_out(value: str) -> None:
+    literal = quote(value)
+    assert literal.startswith('"')
+    assert literal.endswith('"')
+    body = literal[1:-1]
+    # Every double quote inside the literal is escaped by an odd run of backslashes.
+    i = 0
+    while i < len(body):
+        if body[i] == "\\":
+            i += 2
+            continue
+        assert body[i] != '"'
+        i += 1
+
+
+def test_filter_expression_terms() -> None:
+    terms = filter_expression(
+        RecallFilter(tier=Tier.HOT, tags_any=("a", 'b"'), session_id="s", roles=(Role.ASSISTANT,))
+    )
+    assert terms == [
+        'tier == "hot"',
+        'ARRAY_CONTAINS_ANY(tags, ["a", "b\\""])',
+        'session_id == "s"',
+        'role in ["assistant"]',
+        'status == "active"',
+    ]
+    assert filter_expression(RecallFilter(include_inactive=True)) == []
+
+
+def test_metadata_filter_matches_nested_subsets() -> None:
+    meta = {"source": "chat", "ctx": {"app": "mail", "lang": "en"}, "n": 1.0}
+    assert metadata_matches(meta, {"ctx": {"app": "mail"}})
+    assert metadata_matches(meta, {"n": 1})
+    assert not metadata_matches(meta, {"ctx": {"app": "web"}})
+    assert not metadata_matches(meta, {"missing": True})
+
+
+def test_write_time_estimates() -> None:
+    assert estimate_importance("thanks!", Role.USER, MemoryKind.FACT).value < 0.5
+    preference = estimate_importance("I really prefer aisle seats on night trains", Role.USER, MemoryKind.PREFERENCE)
+    assert preference.value >= 0.75
+    advice = estimate_importance("I recommend trying magnesium before bed", Role.ASSISTANT, MemoryKind.RECOMMENDATION)
+    assert advice.value >= 0.75
+    rich = estimate_quality("On 3 May 2024 Ana moved from Lisbon to Berlin to join Siemens as an engineer")
+    poor = estimate_quality("ok cool")
+    assert 0 <= poor.value < rich.value <= 1
