@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr = SecretStr("")
     embedding_timeout_s: float = 10.0
     embedding_cache_entries: int = 20_000
+    # How long a query vector stays in the shared (Redis) embedding cache.
+    embedding_cache_ttl_s: float = 86_400.0
 
     # Caches and bookkeeping
     result_cache_ttl_s: float = 300.0
