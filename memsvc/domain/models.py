@@ -244,6 +244,9 @@ class ScoreBreakdown:
     lexical: float = 0.0
     dense_rank: int = 0
     lexical_rank: int = 0
+    # The relevance the weighted sum used in place of `semantic` (fused dense + lexical,
+    # see RankStage); None when the candidates carry no fused score.
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)

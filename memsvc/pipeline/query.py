@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, replace
 
 from opentelemetry.trace import Tracer
 
 from memsvc.domain.models import Principal, RankedMemory
+from memsvc.errors import Unavailable
 from memsvc.pipeline.bookkeep import BookkeepStage
 from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
 from memsvc.pipeline.embed import EmbedStage
+from memsvc.pipeline.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from memsvc.pipeline.hydrate import HydrateStage
+from memsvc.pipeline.lexical import LexicalRecall
 from memsvc.pipeline.rank import RankStage
 from memsvc.pipeline.recall import Candidate, RecallStage
 from memsvc.pipeline.scope import ScopeStage
@@ -39,6 +43,8 @@ class QueryPipeline:
         rank: RankStage,
         bookkeep: BookkeepStage,
         result_cache: ResultCache,
+        lexical: LexicalRecall | None = None,
+        rrf_k: int = DEFAULT_RRF_K,
     ) -> None:
         self.tracer = tracer
         self.scope = scope
@@ -48,6 +54,8 @@ class QueryPipeline:
         self.rank = rank
         self.bookkeep = bookkeep
         self._cache = result_cache
+        self.lexical = lexical
+        self.rrf_k = rrf_k
 
     def plan(self, principal: Principal, request: QueryInput, report: QueryReport) -> QueryPlan:
         with stage_span(self.tracer, report, "scope") as span:
@@ -73,19 +81,61 @@ class QueryPipeline:
     ) -> list[Candidate]:
         """Stages 2-3 for one query text within the plan's namespace and filters.
 
-        Retrieval modes call this once per generated query, then `finish` on the merged list.
+        Dense and lexical recall run concurrently (the lexical half needs no embedding) and
+        are fused by Reciprocal Rank Fusion, best first. Retrieval modes call this once per
+        generated query, then `finish` on the merged list.
         """
-        with stage_span(self.tracer, report, "embed") as span:
-            qv = await self.embed.run(text, deadline)
-            span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
-            if text == plan.query:
-                report.embedding_cache_hit = qv.cache_hit
-        with stage_span(self.tracer, report, "recall") as span:
-            candidates = await self.recall.run(plan, qv.vector, deadline, k)
-            report.searches += 1
-            report.candidates_recalled += len(candidates)
-            span.set_attribute("memsvc.candidates.recalled", len(candidates))
-        return candidates
+        lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k)) if self.lexical else None
+        try:
+            with stage_span(self.tracer, report, "embed") as span:
+                qv = await self.embed.run(text, deadline)
+                span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
+                if text == plan.query:
+                    report.embedding_cache_hit = qv.cache_hit
+            with stage_span(self.tracer, report, "recall") as span:
+                dense_call = self.recall.run(plan, qv.vector, deadline, k)
+                if lexical is None:
+                    candidates = await dense_call
+                else:
+                    dense, lexical_hits = await asyncio.gather(dense_call, lexical, return_exceptions=True)
+                    candidates = self._fuse(dense, lexical_hits, report)
+                    span.set_attribute("memsvc.candidates.dense", sum(1 for c in candidates if c.dense_rank))
+                    span.set_attribute("memsvc.candidates.lexical", sum(1 for c in candidates if c.lexical_rank))
+                report.searches += 1
+                report.candidates_recalled += len(candidates)
+                span.set_attribute("memsvc.candidates.recalled", len(candidates))
+            return candidates
+        finally:
+            if lexical is not None and not lexical.done():
+                lexical.cancel()
+
+    async def _lexical(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None) -> list[Candidate]:
+        assert self.lexical is not None
+        with self.tracer.start_as_current_span("memsvc.recall.lexical") as span:
+            hits = await self.lexical.run(plan, text, deadline, k)
+            span.set_attribute("memsvc.candidates.lexical", len(hits))
+            return hits
+
+    def _fuse(
+        self,
+        dense: list[Candidate] | BaseException,
+        lexical: list[Candidate] | BaseException,
+        report: QueryReport,
+    ) -> list[Candidate]:
+        """RRF of both channels; when one is unavailable the other answers and the report says so."""
+        if isinstance(dense, BaseException) and isinstance(lexical, BaseException):
+            raise dense
+        for failed, channel in ((dense, "dense"), (lexical, "lexical")):
+            if isinstance(failed, BaseException):
+                if not isinstance(failed, Unavailable):
+                    raise failed
+                report.degraded = True
+                report.notes.append(f"recall: the {channel} channel is unavailable, answered from the other")
+        return reciprocal_rank_fusion(
+            [] if isinstance(dense, BaseException) else dense,
+            [] if isinstance(lexical, BaseException) else lexical,
+            self.rrf_k,
+        )
 
     async def finish(
         self,

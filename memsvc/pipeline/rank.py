@@ -1,4 +1,13 @@
-"""Stage 5, rank: the weighted sum of seven signals, the importance gate, an explanation."""
+"""Stage 5, rank: the weighted sum of seven signals, the importance gate, an explanation.
+
+The first signal is relevance. With hybrid recall it is the candidate's Reciprocal Rank
+Fusion score divided by the best one of the query: raw RRF sums are tiny (at most
+2 / (k + 1)) and only meaningful relative to each other, so scaled by the best they span
+about 0.3-1 over a candidate list and the relevance weight (0.50 of 1.0) outweighs what the
+priors (recency, importance, ...) can add: those reorder near ties, but a memory found deep
+in one channel does not overtake the one both channels put first unless it is far fresher
+and more important. The breakdown keeps `semantic` as the cosine and shows `lexical`.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +35,7 @@ class RankStage:
         self._half_life_s = recency_half_life_days * _DAY_S
         self._usage_saturation = usage_saturation
 
-    def breakdown(self, item: Hydrated, now: float) -> ScoreBreakdown:
+    def breakdown(self, item: Hydrated, now: float, best_fused: float = 0.0) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
         age_s = max(0.0, now - m.created_at)
         return ScoreBreakdown(
@@ -41,13 +50,14 @@ class RankStage:
             lexical=_unit(c.lexical_score),
             dense_rank=c.dense_rank,
             lexical_rank=c.lexical_rank,
+            relevance=_unit(c.fused / best_fused) if best_fused > 0 else None,
         )
 
     def score(self, b: ScoreBreakdown) -> float:
         w = self._weights
         total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
         raw = (
-            w.semantic * b.semantic
+            w.semantic * (b.semantic if b.relevance is None else b.relevance)
             + w.recency * b.recency
             + w.importance * b.importance
             + w.usage * b.usage
@@ -61,8 +71,9 @@ class RankStage:
         kept = [i for i in items if i.memory.importance >= min_importance]
         dropped = len(items) - len(kept)
         ranked = []
+        best_fused = max((i.candidate.fused for i in items), default=0.0)
         for item in kept:
-            b = self.breakdown(item, now)
+            b = self.breakdown(item, now, best_fused)
             ranked.append(RankedMemory(item.memory, self.score(b), b, (query,) if query else ()))
         ranked.sort(key=lambda r: (-r.score, -r.breakdown.semantic, r.memory.id))
         top = ranked[:limit]
@@ -81,6 +92,7 @@ def explain(ranked: Sequence[RankedMemory], now: float) -> str:
     b = top.breakdown
     signals = {
         "semantic similarity": b.semantic,
+        "keyword match": b.lexical,
         "recency": b.recency,
         "importance": b.importance,
         "usage": b.usage,

@@ -19,6 +19,7 @@ from memsvc.domain.models import Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder
 from memsvc.errors import MemsvcError
 from memsvc.pipeline.hydrate import open_memory
+from memsvc.pipeline.lexical import LexicalWriter
 from memsvc.stores.records.base import IndexTicket, RecordStore
 from memsvc.stores.vectors.base import VectorIndex, VectorItem
 
@@ -57,6 +58,7 @@ class Reconciler:
         cipher: EnvelopeCipher,
         min_age_s: float,
         batch: int = 256,
+        lexical: LexicalWriter | None = None,
     ) -> None:
         self._store = store
         self._index = index
@@ -64,6 +66,7 @@ class Reconciler:
         self._cipher = cipher
         self._min_age_s = min_age_s
         self._batch = batch
+        self._lexical = lexical
         self._task: asyncio.Task[None] | None = None
 
     async def run_once(self, min_age_s: float | None = None) -> ReconcileResult:
@@ -85,6 +88,8 @@ class Reconciler:
             for namespace, group in by_namespace.items():
                 memories = [await open_memory(self._cipher, row) for row in group]
                 vectors = await self._embedder.embed([m.content for m in memories])
+                if self._lexical is not None:
+                    await self._lexical.write(namespace, [(m.id, m.content) for m in memories])
                 await self._index.upsert(namespace, [vector_item(r, v) for r, v in zip(group, vectors, strict=True)])
                 await self._store.mark_indexed([IndexTicket(r.id, r.revision) for r in group])
                 total += len(group)

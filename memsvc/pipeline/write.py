@@ -31,6 +31,7 @@ from memsvc.embeddings.base import Embedder
 from memsvc.errors import MemsvcError, NotFound, PermissionDenied
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import metadata_matches, open_memory
+from memsvc.pipeline.lexical import LexicalWriter
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.reconcile import vector_item
 from memsvc.pipeline.scoring import estimate_importance, estimate_quality
@@ -73,6 +74,7 @@ class WritePath:
         page_tokens: PageTokens,
         limits: Limits,
         default_page_size: int,
+        lexical: LexicalWriter | None = None,
     ) -> None:
         self._store = store
         self._index = index
@@ -82,6 +84,7 @@ class WritePath:
         self._pages = page_tokens
         self._limits = limits
         self._default_page_size = default_page_size
+        self._lexical = lexical
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -130,14 +133,20 @@ class WritePath:
             )
         stored = await deadline.run(self._store.insert_memories(rows), "the record store")
         fresh = [(row, vector) for (row, created), vector in zip(stored, vectors, strict=True) if created]
+        texts = [item.content for (_, created), item in zip(stored, items, strict=True) if created]
         if fresh:
             await self._cache.invalidate(namespace)
-            await self._index_rows(namespace, fresh)
+            await self._index_rows(namespace, fresh, texts)
         return [(await open_memory(self._cipher, row), created) for row, created in stored]
 
-    async def _index_rows(self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]]) -> None:
-        """Upsert vectors and mark rows indexed; on failure leave them to the reconciler."""
+    async def _index_rows(
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()
+    ) -> None:
+        """Write postings and vectors, then mark rows indexed; on failure leave them to the reconciler."""
         try:
+            if self._lexical is not None and texts:
+                pairs = [(row.id, text) for (row, _), text in zip(rows, texts, strict=True)]
+                await self._lexical.write(namespace, pairs)
             await self._index.upsert(namespace, [vector_item(row, vector) for row, vector in rows])
             await self._store.mark_indexed([IndexTicket(row.id, row.revision) for row, _ in rows])
         except MemsvcError as exc:
@@ -170,7 +179,7 @@ class WritePath:
         if updated is None:
             raise NotFound("no such memory")
         await self._cache.invalidate(namespace)
-        await self._index_rows(namespace, [(updated, vectors[0])])
+        await self._index_rows(namespace, [(updated, vectors[0])], [content])
         return await open_memory(self._cipher, updated)
 
     async def delete(self, principal: Principal, user_id: str, memory_id: str, deadline: Deadline) -> None:

@@ -97,6 +97,45 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX vector_placements_shard ON vector_placements (prefix, shard)",
         ),
     ),
+    (
+        2,
+        (
+            # The lexical channel: keyed-hash term ids only (see memsvc/stores/lexical). Per-memory
+            # lengths and per-namespace totals feed BM25; triggers keep them in step, and deleting a
+            # memory row (DeleteMemory, ForgetUser) drops its postings in the same transaction.
+            """CREATE TABLE lexical_docs (
+                memory_id TEXT PRIMARY KEY,
+                ns TEXT NOT NULL,
+                length INTEGER NOT NULL
+            )""",
+            """CREATE TABLE lexical_postings (
+                ns TEXT NOT NULL,
+                term INTEGER NOT NULL,
+                memory_id TEXT NOT NULL,
+                tf INTEGER NOT NULL,
+                PRIMARY KEY (ns, term, memory_id)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX lexical_postings_memory ON lexical_postings (memory_id)",
+            """CREATE TABLE lexical_stats (
+                ns TEXT PRIMARY KEY,
+                docs INTEGER NOT NULL,
+                total_length INTEGER NOT NULL
+            )""",
+            """CREATE TRIGGER lexical_docs_inserted AFTER INSERT ON lexical_docs BEGIN
+                INSERT INTO lexical_stats (ns, docs, total_length) VALUES (NEW.ns, 1, NEW.length)
+                ON CONFLICT (ns) DO UPDATE SET docs = docs + 1, total_length = total_length + NEW.length;
+            END""",
+            """CREATE TRIGGER lexical_docs_deleted AFTER DELETE ON lexical_docs BEGIN
+                DELETE FROM lexical_postings WHERE memory_id = OLD.memory_id;
+                UPDATE lexical_stats SET docs = docs - 1, total_length = total_length - OLD.length
+                WHERE ns = OLD.ns;
+                DELETE FROM lexical_stats WHERE ns = OLD.ns AND docs <= 0;
+            END""",
+            """CREATE TRIGGER memories_lexical_deleted AFTER DELETE ON memories BEGIN
+                DELETE FROM lexical_docs WHERE memory_id = OLD.id;
+            END""",
+        ),
+    ),
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),

@@ -1,0 +1,50 @@
+"""The lexical channel in the pipeline: recall (stage 3, beside dense) and postings writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memsvc.domain.models import Namespace
+from memsvc.pipeline.context import Deadline, QueryPlan
+from memsvc.pipeline.recall import Candidate, recall_filter_of
+from memsvc.stores.lexical.analysis import TermHasher
+from memsvc.stores.lexical.base import LexicalDoc, LexicalIndex
+
+
+class LexicalRecall:
+    def __init__(self, hasher: TermHasher, index: LexicalIndex, candidates: int) -> None:
+        self._hasher = hasher
+        self._index = index
+        self._candidates = candidates
+
+    async def run(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None = None) -> list[Candidate]:
+        """Candidates with their BM25 score scaled to [0, 1] by the best hit, and their rank."""
+        bag = self._hasher.bag(plan.namespace.tenant, text)
+        if not bag.counts:
+            return []  # only stopwords or punctuation: nothing to match lexically
+        k = k or max(self._candidates, plan.limit * 3)
+        hits = await deadline.run(
+            self._index.search(plan.namespace, bag.counts, k, recall_filter_of(plan.memory_filter)),
+            "the lexical index",
+        )
+        best = hits[0].score if hits and hits[0].score > 0 else 1.0
+        return [
+            Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1)
+            for i, h in enumerate(hits)
+        ]
+
+
+class LexicalWriter:
+    """Writes the keyed term bags of memory contents; the write path and the reconciler share it."""
+
+    def __init__(self, hasher: TermHasher, index: LexicalIndex) -> None:
+        self._hasher = hasher
+        self._index = index
+
+    async def write(self, namespace: Namespace, contents: Sequence[tuple[str, str]]) -> None:
+        """Replace the postings of each (memory id, plaintext content); only term ids leave here."""
+        docs = []
+        for memory_id, content in contents:
+            bag = self._hasher.bag(namespace.tenant, content)
+            docs.append(LexicalDoc(memory_id, bag.counts, bag.length))
+        await self._index.index(namespace, docs)

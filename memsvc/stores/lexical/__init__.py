@@ -1,0 +1,1 @@
+"""The lexical channel: keyed-hash term postings with BM25 weights, never readable text."""

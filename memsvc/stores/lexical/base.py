@@ -1,0 +1,51 @@
+"""The lexical index contract: keyed-term postings per namespace, BM25-scored search."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from memsvc.domain.models import Namespace
+from memsvc.stores.vectors.base import RecallFilter
+
+
+@dataclass(frozen=True)
+class Bm25:
+    """BM25 parameters: k1 saturates term frequency, b scales by document length."""
+
+    k1: float = 1.2
+    b: float = 0.75
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    """One memory's keyed term ids with their frequencies and its length in terms."""
+
+    memory_id: str
+    terms: Mapping[int, int]
+    length: int
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    memory_id: str
+    score: float
+
+
+class LexicalIndex(Protocol):
+    """Postings of keyed term ids, isolated per user namespace; never any readable text."""
+
+    async def index(self, namespace: Namespace, docs: Sequence[LexicalDoc]) -> None:
+        """Replace the postings of each doc (idempotent); docs whose memory row is gone are skipped."""
+        ...
+
+    async def remove(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
+        """Drop the postings of these memories (also done when their rows are deleted)."""
+        ...
+
+    async def search(
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, recall_filter: RecallFilter
+    ) -> list[LexicalHit]:
+        """The best `limit` memories by BM25 for the query's term ids (with counts), filtered."""
+        ...

@@ -1,0 +1,198 @@
+"""Lexical postings in the SQLite record store's file, BM25 summed in one SQL query.
+
+Tables come from migration 2 (`memsvc/stores/records/migrations.py`). The search joins the
+memory rows, so the caller's filters apply inside the query, as they do in the vector index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memsvc.domain.models import MemoryFilter, Namespace
+from memsvc.errors import Unavailable
+from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
+from memsvc.stores.records.rows import filter_sql
+from memsvc.stores.vectors.base import RecallFilter
+
+T = TypeVar("T")
+_BUSY_TIMEOUT_MS = 5000
+
+
+def _tags_any_sql(n: int) -> str:
+    return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join('?' * n)}))"
+
+
+def memory_filter_of(recall_filter: RecallFilter) -> MemoryFilter:
+    """The row-level filter equal to a recall filter (importance is gated later, by ranking)."""
+    return MemoryFilter(
+        tier=recall_filter.tier,
+        tags_any=recall_filter.tags_any,
+        session_id=recall_filter.session_id,
+        roles=recall_filter.roles,
+        kinds=recall_filter.kinds,
+        created_after=recall_filter.created_after,
+        created_before=recall_filter.created_before,
+        include_inactive=recall_filter.include_inactive,
+    )
+
+
+def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
+    """One query: document frequencies of the query terms, then BM25 summed per memory.
+
+    Bound in order: (term, query count) x terms, k1, b, namespace (stats), namespace (df),
+    namespace (postings), the filter's values, limit. IDF is Lucene's, never negative.
+    """
+    ph = placeholder
+    values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
+    extra = f" AND {where}" if where else ""
+    return (
+        f"WITH q(term, qtf) AS (VALUES {values}), "
+        f"params(k1, b) AS (SELECT {ph}, {ph}), "
+        "st AS (SELECT docs, CAST(total_length AS REAL) / docs AS avgdl FROM lexical_stats "
+        f"WHERE ns = {ph} AND docs > 0), "
+        "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
+        f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term) "
+        "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
+        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score "
+        "FROM lexical_postings p "
+        "JOIN q ON q.term = p.term "
+        "JOIN df ON df.term = p.term "
+        "JOIN lexical_docs d ON d.memory_id = p.memory_id "
+        "JOIN memories ON memories.id = p.memory_id "
+        "CROSS JOIN st CROSS JOIN params "
+        f"WHERE p.ns = {ph}{extra} "
+        "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
+    )
+
+
+class SqliteLexicalIndex:
+    """LexicalIndex on the record store's SQLite file; each worker thread keeps its own connection."""
+
+    def __init__(self, path: Path, bm25: Bm25 | None = None, workers: int = 2) -> None:
+        self._path = path
+        self._bm25 = bm25 or Bm25()
+        self._local = threading.local()
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lexical")
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            try:
+                conn.execute("SELECT ln(1.0)")
+            except sqlite3.OperationalError:
+                # SQLite built without its math functions: the one BM25 needs, from Python.
+                conn.create_function("ln", 1, math.log, deterministic=True)
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def call() -> T:
+            try:
+                return fn(self._connection())
+            except sqlite3.OperationalError as exc:
+                raise Unavailable("the lexical index is unavailable", retry_after_s=1.0) from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def tx(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._run(tx)
+
+    async def close(self) -> None:
+        def close_all() -> None:
+            with self._connections_lock:
+                for conn in self._connections:
+                    conn.close()
+                self._connections.clear()
+
+        await asyncio.get_running_loop().run_in_executor(None, close_all)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- LexicalIndex -------------------------------------------------------------------------
+
+    async def index(self, namespace: Namespace, docs: Sequence[LexicalDoc]) -> None:
+        if not docs:
+            return
+        digest = namespace.digest
+
+        def write(conn: sqlite3.Connection) -> None:
+            for doc in docs:
+                # The delete trigger removes the old postings and corrects the namespace totals.
+                conn.execute("DELETE FROM lexical_docs WHERE memory_id = ?", (doc.memory_id,))
+                inserted = conn.execute(
+                    "INSERT INTO lexical_docs (memory_id, ns, length) SELECT ?, ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM memories WHERE id = ? AND ns = ?)",
+                    (doc.memory_id, digest, doc.length, doc.memory_id, digest),
+                ).rowcount
+                if inserted:  # a row deleted meanwhile gets no postings
+                    conn.executemany(
+                        "INSERT INTO lexical_postings (ns, term, memory_id, tf) VALUES (?, ?, ?, ?)",
+                        [(digest, term, doc.memory_id, tf) for term, tf in doc.terms.items()],
+                    )
+
+        await self._write(write)
+
+    async def remove(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        digest = namespace.digest
+        await self._write(
+            lambda conn: conn.executemany(
+                "DELETE FROM lexical_docs WHERE memory_id = ? AND ns = ?", [(i, digest) for i in memory_ids]
+            )
+        )
+
+    async def search(
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, recall_filter: RecallFilter
+    ) -> list[LexicalHit]:
+        if not query or limit <= 0:
+            return []
+        where, values = filter_sql(memory_filter_of(recall_filter), "?", _tags_any_sql)
+        sql = bm25_sql(len(query), where)
+        digest = namespace.digest
+        params: list[Any] = [v for term, count in query.items() for v in (term, count)]
+        params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
+        rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
+        return [LexicalHit(str(r[0]), float(r[1])) for r in rows]
+
+    async def stats(self, namespace: Namespace) -> tuple[int, int]:
+        """(documents, total length) of a namespace; (0, 0) when it has none."""
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT docs, total_length FROM lexical_stats WHERE ns = ?", (namespace.digest,)
+            ).fetchone()
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    async def postings_count(self, namespace: Namespace) -> int:
+        return await self._run(
+            lambda conn: int(
+                conn.execute("SELECT COUNT(*) FROM lexical_postings WHERE ns = ?", (namespace.digest,)).fetchone()[0]
+            )
+        )
