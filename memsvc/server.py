@@ -32,7 +32,9 @@ from memsvc.pipeline.reconcile import Reconciler
 from memsvc.pipeline.scope import ScopeStage
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write import WritePath
+from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
+from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
@@ -103,6 +105,23 @@ def build_embedder(settings: Settings) -> Embedder:
     )
 
 
+def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, RedisGuard | None]:
+    """Shared Redis caches when MEMSVC_REDIS_URL is set (many replicas), else in-process ones."""
+    if not settings.redis_url:
+        return (
+            InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s),
+            InMemoryEmbeddingCache(settings.embedding_cache_entries),
+            None,
+        )
+    guard = RedisGuard(connect_redis(settings.redis_url, settings.redis_timeout_s))
+    prefix = settings.redis_key_prefix
+    return (
+        RedisResultCache(guard, prefix, settings.result_cache_ttl_s),
+        RedisEmbeddingCache(guard, prefix, settings.embedding_cache_ttl_s),
+        guard,
+    )
+
+
 @dataclass
 class Components:
     """Everything the server runs on, built once."""
@@ -119,12 +138,15 @@ class Components:
     recorder: RecallRecorder
     tracer_provider: TracerProvider
     owns_embedder: bool
+    redis: RedisGuard | None = None
 
     async def close(self) -> None:
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
         await self.store.close()
+        if self.redis is not None:
+            await self.redis.close()
         if self.owns_embedder:
             await self.embedder.close()
         self.tracer_provider.shutdown()
@@ -162,8 +184,7 @@ async def build_components(
         flush_delay_s=settings.index_flush_delay_s,
     )
     cipher = EnvelopeCipher(ring, store)
-    result_cache = InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s)
-    embedding_cache = InMemoryEmbeddingCache(settings.embedding_cache_entries)
+    result_cache, embedding_cache, redis_guard = build_caches(settings)
     provider = build_tracer_provider(settings, span_processor)
     tracer = tracer_of(provider)
     limits = Limits.from_settings(settings)
@@ -202,6 +223,7 @@ async def build_components(
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
+        redis=redis_guard,
     )
 
 
