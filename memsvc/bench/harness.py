@@ -1,0 +1,370 @@
+"""What the benchmarks share: an in-process server, loading through gRPC, a query driver, the floor."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from memsvc.bench.synthetic import memory_texts
+
+if TYPE_CHECKING:
+    from memsvc.api.server import MemoryServer
+    from memsvc.server import Components
+
+T = TypeVar("T")
+
+KINDS = ("MEMORY_KIND_FACT", "MEMORY_KIND_PREFERENCE", "MEMORY_KIND_EPISODE", "MEMORY_KIND_DECISION")
+QUERY_MODES = ("direct", "multi_query", "fusion", "applicability", "agent", "auto")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
+
+
+def user_ids(count: int, start: int = 0) -> list[str]:
+    return [f"bench-user-{i:05d}" for i in range(start, start + count)]
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread: the server lives there, the benchmark stays synchronous."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="bench-loop")
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 3600) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+@dataclass
+class BenchServer:
+    """A real memsvc server (embedded default) on a free port in a temporary data directory."""
+
+    loop: LoopThread
+    components: Components
+    server: MemoryServer
+    address: str
+    api_key: str
+    data_dir: Path
+    owns_data_dir: bool
+
+    @classmethod
+    def start(cls, data_dir: Path | None = None, **overrides: Any) -> BenchServer:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from memsvc.api.server import MemoryServer
+        from memsvc.config import Settings
+        from memsvc.domain.models import Permission
+        from memsvc.server import build_components
+
+        owns = data_dir is None
+        directory = data_dir or Path(tempfile.mkdtemp(prefix="memsvc-bench-"))
+        values: dict[str, Any] = {"data_dir": directory, "listen": "127.0.0.1:0", "bootstrap_dev_key": False}
+        values.update(overrides)
+        settings = Settings(**values)
+        loop = LoopThread()
+        components = loop.run(build_components(settings))
+
+        async def make_server() -> MemoryServer:
+            return MemoryServer(components)  # grpc.aio binds the server to the running loop
+
+        server = loop.run(make_server())
+        port = loop.run(server.start("127.0.0.1:0"))
+        key = loop.run(components.keys.create("bench", "default", "development", frozenset(Permission))).token
+        return cls(loop, components, server, f"127.0.0.1:{port}", key, directory, owns)
+
+    def stop(self) -> None:
+        self.loop.run(self.server.stop(0))
+        self.loop.close()
+        if self.owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def settle(self, timeout_s: float = 120.0) -> None:
+        """Wait until every row has its vector and Milvus has sealed the fresh segments."""
+        store = self.components.store
+        until = time.monotonic() + timeout_s
+        while self.loop.run(store.count_pending_index()) and time.monotonic() < until:
+            time.sleep(0.2)
+        time.sleep(self.components.settings.index_flush_delay_s + 0.5)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    memories: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.memories / self.seconds if self.seconds > 0 else 0.0
+
+
+def load_memories(
+    address: str,
+    api_key: str,
+    users: Sequence[str],
+    per_user: int,
+    *,
+    batch: int = 64,
+    concurrency: int = 2,
+    seed: int = 7,
+) -> LoadResult:
+    """Write `per_user` memories for each user through AddMemories, `batch` per call."""
+    import grpc
+
+    from memsvc.v1 import write_service_pb2, write_service_pb2_grpc
+
+    channel = grpc.insecure_channel(address)
+    stub = write_service_pb2_grpc.WriteServiceStub(channel)  # type: ignore[no-untyped-call]  # generated, unannotated
+    metadata = (("authorization", f"Bearer {api_key}"),)
+    calls: list[write_service_pb2.AddMemoriesRequest] = []
+    for u, user in enumerate(users):
+        texts = memory_texts(seed * 1_000_003 + zlib.crc32(user.encode()), per_user)
+        for start in range(0, per_user, batch):
+            items = [
+                write_service_pb2.NewMemory(
+                    content=text,
+                    kind=KINDS[(u + start + i) % len(KINDS)],
+                    # Spread importance over [0.3, 1.0] so the importance gate drops some candidates.
+                    importance=0.3 + 0.7 * (((u * 7919 + start + i) * 2654435761) % 1000) / 1000,
+                    tags=[f"t{(start + i) % 5}"],
+                )
+                for i, text in enumerate(texts[start : start + batch])
+            ]
+            calls.append(write_service_pb2.AddMemoriesRequest(user_id=user, memories=items))
+
+    def send(request: write_service_pb2.AddMemoriesRequest) -> int:
+        response = stub.AddMemories(request, metadata=metadata, timeout=300)
+        return len(response.memories)
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+        written = sum(pool.map(send, calls))
+    seconds = time.perf_counter() - started
+    channel.close()
+    return LoadResult(written, seconds)
+
+
+# -- the query driver (in a child process, so the client never competes for the server's GIL) --
+
+
+@dataclass(frozen=True)
+class Sample:
+    latency_ms: float
+    stages_ms: dict[str, float]
+    code: str
+
+
+@dataclass
+class DriveResult:
+    samples: list[Sample] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.code == "OK"]
+
+
+def _drive(
+    address: str,
+    api_key: str,
+    warmup: Sequence[tuple[str, str]],
+    requests: Sequence[tuple[str, str]],
+    concurrency: int,
+    mode: str,
+    limit: int,
+    max_seconds: float,
+) -> DriveResult:
+    import grpc
+
+    from memsvc.v1 import query_service_pb2, query_service_pb2_grpc
+
+    channel = grpc.insecure_channel(address)
+    stub = query_service_pb2_grpc.QueryServiceStub(channel)  # type: ignore[no-untyped-call]  # generated, unannotated
+    metadata = (("authorization", f"Bearer {api_key}"),)
+    mode_name = f"QUERY_MODE_{mode.upper()}"
+
+    def call(user: str, text: str) -> Sample:
+        request = query_service_pb2.QueryRequest(user_id=user, query=text, limit=limit, mode=mode_name, skip_cache=True)
+        started = time.perf_counter()
+        try:
+            response = stub.Query(request, metadata=metadata, timeout=60)
+        except grpc.RpcError as exc:
+            return Sample((time.perf_counter() - started) * 1000, {}, exc.code().name)
+        elapsed = (time.perf_counter() - started) * 1000
+        return Sample(elapsed, {s.stage: s.duration_ms for s in response.report.stages}, "OK")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        list(pool.map(lambda r: call(*r), warmup))
+        lock = threading.Lock()
+        position = 0
+        stop_at = time.perf_counter() + max_seconds
+        out: list[Sample] = []
+
+        def worker() -> None:
+            nonlocal position
+            while time.perf_counter() < stop_at:
+                with lock:
+                    if position >= len(requests):
+                        return
+                    user, text = requests[position]
+                    position += 1
+                sample = call(user, text)
+                with lock:
+                    out.append(sample)
+
+        started = time.perf_counter()
+        for f in [pool.submit(worker) for _ in range(concurrency)]:
+            f.result()
+        seconds = time.perf_counter() - started
+    channel.close()
+    return DriveResult(out, seconds)
+
+
+def drive_queries(
+    address: str,
+    api_key: str,
+    warmup: Sequence[tuple[str, str]],
+    requests: Sequence[tuple[str, str]],
+    *,
+    concurrency: int,
+    mode: str = "direct",
+    limit: int = 10,
+    max_seconds: float = 60.0,
+) -> DriveResult:
+    """Run warm-up calls, then `requests` at `concurrency` from a separate client process."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        future = pool.submit(
+            _drive, address, api_key, list(warmup), list(requests), concurrency, mode, limit, max_seconds
+        )
+        return future.result()
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    qps: float
+    stages_ms: dict[str, float]
+    count: int
+    errors: dict[str, int]
+
+    @classmethod
+    def of(cls, result: DriveResult) -> LatencySummary:
+        ok = result.ok
+        latencies = [s.latency_ms for s in ok]
+        stages: dict[str, list[float]] = {}
+        for s in ok:
+            for stage, ms in s.stages_ms.items():
+                stages.setdefault(stage, []).append(ms)
+        errors: dict[str, int] = {}
+        for s in result.samples:
+            if s.code != "OK":
+                errors[s.code] = errors.get(s.code, 0) + 1
+        return cls(
+            p50_ms=percentile(latencies, 50),
+            p95_ms=percentile(latencies, 95),
+            p99_ms=percentile(latencies, 99),
+            qps=len(ok) / result.seconds if result.seconds > 0 else 0.0,
+            stages_ms={k: statistics.median(v) for k, v in stages.items()},
+            count=len(ok),
+            errors=errors,
+        )
+
+
+# -- the floor: the same embedder, Milvus search and record fetch, without the service --------
+
+
+@dataclass(frozen=True)
+class Floor:
+    p50_ms: float
+    embed_p50_ms: float
+    search_p50_ms: float
+    fetch_p50_ms: float
+    samples: int
+
+
+def measure_floor(bench: BenchServer, pairs: Sequence[tuple[str, str]], *, embed: bool, k: int) -> Floor:
+    """Embed (unless `embed` is False: a cache hit costs a lookup), search the user's partition, fetch rows.
+
+    Each step is called directly on the adapters the server was built with, one query at a time,
+    while the server is idle.
+    """
+    from memsvc.domain.models import Namespace
+    from memsvc.stores.vectors.base import RecallFilter
+    from memsvc.stores.vectors.milvus import filter_expression
+
+    components = bench.components
+    index = components.index
+    embedder: Any = components.embedder
+    principal = bench.loop.run(components.keys.authenticate(bench.api_key))
+    expression = " and ".join(f"({t})" for t in filter_expression(RecallFilter()))
+    cached = bench.loop.run(embedder.embed([pairs[0][1]]))[0]
+
+    async def fetch(namespace: Namespace, ids: list[str]) -> float:
+        started = time.perf_counter()
+        await components.store.fetch_memories(namespace, ids)
+        return (time.perf_counter() - started) * 1000
+
+    totals: list[float] = []
+    embeds: list[float] = []
+    searches: list[float] = []
+    fetches: list[float] = []
+    for user, text in pairs:
+        namespace = Namespace.of(principal, user)
+        location = bench.loop.run(index.location(namespace))
+        if location is None:
+            continue
+        started = time.perf_counter()
+        if embed:
+            # The blocking encode, when the embedder has one: no micro-batching wait in the floor.
+            vector = (
+                embedder.encode([text])[0] if hasattr(embedder, "encode") else bench.loop.run(embedder.embed([text]))[0]
+            )
+        else:
+            vector = cached
+        embedded = time.perf_counter()
+        partitions = {"partition_names": [location.partition]} if location.partition else {}
+        hits = index.client.search(
+            location.collection,
+            data=[vector.tolist()],
+            limit=k,
+            filter=expression,
+            output_fields=[],
+            search_params={"metric_type": "COSINE"},
+            consistency_level="Strong",
+            **partitions,
+        )
+        searched = time.perf_counter()
+        fetch_ms = bench.loop.run(fetch(namespace, [str(h["id"]) for h in hits[0]]))
+        embeds.append((embedded - started) * 1000)
+        searches.append((searched - embedded) * 1000)
+        fetches.append(fetch_ms)
+        totals.append(embeds[-1] + searches[-1] + fetch_ms)
+    return Floor(
+        p50_ms=percentile(totals, 50),
+        embed_p50_ms=percentile(embeds, 50),
+        search_p50_ms=percentile(searches, 50),
+        fetch_p50_ms=percentile(fetches, 50),
+        samples=len(totals),
+    )

@@ -1,0 +1,206 @@
+"""Query latency and throughput through gRPC, per stage, against the floor measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsvc.bench.harness import (
+    QUERY_MODES,
+    BenchServer,
+    Floor,
+    LatencySummary,
+    LoadResult,
+    drive_queries,
+    load_memories,
+    measure_floor,
+    user_ids,
+)
+from memsvc.bench.synthetic import unique_queries
+
+STAGES = ("scope", "embed", "recall", "hydrate", "rank", "bookkeep")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--users", type=int, default=100, help="users to create")
+    parser.add_argument("--memories-per-user", type=int, default=1000, help="memories written per user")
+    parser.add_argument("--concurrency", type=int, default=1, help="queries in flight at once")
+    parser.add_argument("--mode", default="direct", choices=QUERY_MODES, help="query mode")
+    parser.add_argument(
+        "--embedding-cache",
+        default="miss",
+        choices=["hit", "miss"],
+        help="hit: repeat query texts embedded before; miss: a fresh text every query",
+    )
+    parser.add_argument("--queries", type=int, default=1000, help="queries to measure (after a warm-up)")
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="stop measuring after this long")
+    parser.add_argument("--floor-samples", type=int, default=200, help="direct calls measured for the floor")
+    parser.add_argument("--limit", type=int, default=10, help="results per query")
+    parser.add_argument("--write-batch", type=int, default=64, help="memories per AddMemories call when loading")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="write the summary as JSON to this file")
+
+
+@dataclass(frozen=True)
+class QueryBench:
+    summary: LatencySummary
+    floor: Floor
+    load: LoadResult
+
+
+def query_requests(
+    users: list[str], count: int, embedding_cache: str, seed: int, hot_texts: int = 100
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(warm-up, measured) request lists of (user, text).
+
+    On a miss every measured text is new. On a hit the measured texts come from a small set the
+    warm-up embedded, each asked for a random user (the embedding cache is keyed by text alone).
+    """
+    rng = random.Random(seed)
+    texts = unique_queries(seed)
+    if embedding_cache == "hit":
+        hot = list(itertools.islice(texts, hot_texts))
+        warmup = [(rng.choice(users), t) for t in hot]
+        measured = [(rng.choice(users), rng.choice(hot)) for _ in range(count)]
+    else:
+        warmup = [(rng.choice(users), t) for t in itertools.islice(texts, 20)]
+        measured = [(rng.choice(users), t) for t in itertools.islice(texts, count)]
+    return warmup, measured
+
+
+def measure(
+    bench: BenchServer,
+    users: list[str],
+    *,
+    queries: int,
+    concurrency: int,
+    embedding_cache: str,
+    mode: str = "direct",
+    limit: int = 10,
+    max_seconds: float = 60.0,
+    floor_samples: int = 200,
+    seed: int = 7,
+) -> tuple[LatencySummary, Floor]:
+    """Drive queries over `users` already loaded, then measure the floor on fresh texts."""
+    warmup, measured = query_requests(users, queries, embedding_cache, seed)
+    result = drive_queries(
+        bench.address,
+        bench.api_key,
+        warmup,
+        measured,
+        concurrency=concurrency,
+        mode=mode,
+        limit=limit,
+        max_seconds=max_seconds,
+    )
+    summary = LatencySummary.of(result)
+    rng = random.Random(seed + 1)
+    floor_texts = itertools.islice(unique_queries(seed + 1_000), floor_samples)
+    pairs = [(rng.choice(users), t) for t in floor_texts]
+    k = max(bench.components.settings.recall_candidates, limit * 3)
+    floor = measure_floor(bench, pairs, embed=embedding_cache == "miss", k=k)
+    return summary, floor
+
+
+def report(
+    summary: LatencySummary,
+    floor: Floor,
+    *,
+    users: int,
+    memories_per_user: int,
+    concurrency: int,
+    mode: str,
+    embedding_cache: str,
+) -> dict[str, Any]:
+    return {
+        "p50_ms": round(summary.p50_ms, 3),
+        "p95_ms": round(summary.p95_ms, 3),
+        "p99_ms": round(summary.p99_ms, 3),
+        "qps": round(summary.qps, 1),
+        "floor_p50_ms": round(floor.p50_ms, 3),
+        "ratio_p50": round(summary.p50_ms / floor.p50_ms, 3) if floor.p50_ms > 0 else None,
+        "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
+        "users": users,
+        "memories_per_user": memories_per_user,
+        "concurrency": concurrency,
+        "mode": mode,
+        "embedding_cache": embedding_cache,
+        "queries": summary.count,
+        "errors": summary.errors,
+        "floor_ms": {
+            "embed_p50": round(floor.embed_p50_ms, 3),
+            "search_p50": round(floor.search_p50_ms, 3),
+            "fetch_p50": round(floor.fetch_p50_ms, 3),
+            "samples": floor.samples,
+        },
+    }
+
+
+def print_report(data: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout
+    print(
+        f"query {data['mode']} | {data['users']} users x {data['memories_per_user']} memories | "
+        f"concurrency {data['concurrency']} | embedding cache {data['embedding_cache']}",
+        file=out,
+    )
+    print(
+        f"  latency  p50 {data['p50_ms']:.2f} ms  p95 {data['p95_ms']:.2f} ms  p99 {data['p99_ms']:.2f} ms  "
+        f"({data['queries']} queries, {data['qps']:.1f} queries/s)",
+        file=out,
+    )
+    stages = data["stages_ms"]
+    ordered = [s for s in STAGES if s in stages] + [s for s in stages if s not in STAGES]
+    print("  stages p50  " + "  ".join(f"{s} {stages[s]:.2f}" for s in ordered) + " (ms)", file=out)
+    f = data["floor_ms"]
+    print(
+        f"  floor    p50 {data['floor_p50_ms']:.2f} ms (embed {f['embed_p50']:.2f} + search {f['search_p50']:.2f} "
+        f"+ fetch {f['fetch_p50']:.2f}); service / floor = {data['ratio_p50']}",
+        file=out,
+    )
+    if data["errors"]:
+        print(f"  errors   {data['errors']}", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(f"starting an in-process server and loading {args.users} x {args.memories_per_user} memories", flush=True)
+    bench = BenchServer.start()
+    try:
+        users = user_ids(args.users)
+        load = load_memories(
+            bench.address, bench.api_key, users, args.memories_per_user, batch=args.write_batch, seed=args.seed
+        )
+        print(f"  loaded {load.memories} memories in {load.seconds:.1f} s ({load.rate:.0f}/s)", flush=True)
+        bench.settle()
+        summary, floor = measure(
+            bench,
+            users,
+            queries=args.queries,
+            concurrency=args.concurrency,
+            embedding_cache=args.embedding_cache,
+            mode=args.mode,
+            limit=args.limit,
+            max_seconds=args.max_seconds,
+            floor_samples=args.floor_samples,
+            seed=args.seed,
+        )
+    finally:
+        bench.stop()
+    data = report(
+        summary,
+        floor,
+        users=args.users,
+        memories_per_user=args.memories_per_user,
+        concurrency=args.concurrency,
+        mode=args.mode,
+        embedding_cache=args.embedding_cache,
+    )
+    print_report(data)
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
+    return 0 if summary.count else 1
