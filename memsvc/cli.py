@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -143,6 +144,15 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+# `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
+BENCHMARKS = ("query", "write", "scaling")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    module = importlib.import_module(f"memsvc.bench.{args.bench_command}")
+    return int(module.run(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memsvc", description="Long-term memory service for AI assistants.")
     parser.add_argument("--config", help="a dotenv-style settings file (MEMSVC_* keys)")
@@ -204,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     forget = client_command("forget", "erase everything of one user")
     forget.set_defaults(func=cmd_forget)
+
+    bench = sub.add_parser("bench", help="run a benchmark against an in-process server")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+    for name in BENCHMARKS:
+        module = importlib.import_module(f"memsvc.bench.{name}")
+        doc = (module.__doc__ or name).strip().splitlines()[0]
+        module.add_arguments(bench_sub.add_parser(name, help=doc, description=doc))
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -121,6 +121,15 @@ class MilvusVectorIndex:
     def embedding_version(self) -> str:
         return self._version
 
+    @property
+    def client(self) -> MilvusClient:
+        """The underlying client, for tools that measure Milvus without the service (benchmarks)."""
+        return self._client
+
+    async def location(self, namespace: Namespace) -> Location | None:
+        """Where a namespace's vectors live, or None before its first write."""
+        return await self._locate(namespace.digest, create=False)
+
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _call(self, fn: Callable[[], T]) -> T:
