@@ -24,7 +24,6 @@ from memsvc.keys import ApiKeys
 from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
 from memsvc.pipeline.embed import EmbedStage
 from memsvc.pipeline.hydrate import HydrateStage
-from memsvc.pipeline.lexical import LexicalRecall, LexicalWriter
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query import QueryPipeline
 from memsvc.pipeline.rank import RankStage
@@ -35,9 +34,6 @@ from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write import WritePath
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
-from memsvc.stores.lexical.analysis import TermHasher
-from memsvc.stores.lexical.base import Bm25
-from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
@@ -143,14 +139,11 @@ class Components:
     tracer_provider: TracerProvider
     owns_embedder: bool
     redis: RedisGuard | None = None
-    lexical_index: SqliteLexicalIndex | None = None
 
     async def close(self) -> None:
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
-        if self.lexical_index is not None:
-            await self.lexical_index.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.close()
@@ -196,14 +189,6 @@ async def build_components(
     tracer = tracer_of(provider)
     limits = Limits.from_settings(settings)
     recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
-    # The lexical channel's postings live beside the rows (measured fastest, docs/retrieval.md).
-    lexical_index = (
-        SqliteLexicalIndex(settings.sqlite_path, Bm25(settings.bm25_k1, settings.bm25_b))
-        if settings.lexical_enabled and not settings.uses_postgres
-        else None
-    )
-    hasher = TermHasher(ring.derive)
-    lexical_writer = LexicalWriter(hasher, lexical_index) if lexical_index is not None else None
     pipeline = QueryPipeline(
         tracer=tracer,
         scope=ScopeStage(limits, settings.default_results, settings.importance_floor),
@@ -213,8 +198,6 @@ async def build_components(
         rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation),
         bookkeep=BookkeepStage(recorder, result_cache),
         result_cache=result_cache,
-        lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
-        rrf_k=settings.rrf_k,
     )
     writes = WritePath(
         store=store,
@@ -225,11 +208,8 @@ async def build_components(
         page_tokens=PageTokens(ring.derive("page-token")),
         limits=limits,
         default_page_size=settings.default_page_size,
-        lexical=lexical_writer,
     )
-    reconciler = Reconciler(
-        store, index, embedder, cipher, settings.reconcile_min_age_s, lexical=lexical_writer
-    )
+    reconciler = Reconciler(store, index, embedder, cipher, settings.reconcile_min_age_s)
     return Components(
         settings=settings,
         store=store,
@@ -244,7 +224,6 @@ async def build_components(
         tracer_provider=provider,
         owns_embedder=owns_embedder,
         redis=redis_guard,
-        lexical_index=lexical_index,
     )
 
 
