@@ -1,0 +1,108 @@
+"""`memsvc serve` as a newcomer meets it: the dev key, the CLI, reflection and `buf curl`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tests.live_server import ROOT, LiveServer, log_tail, memsvc_executable
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(server: LiveServer, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [memsvc_executable(), *args], env=server.env(), capture_output=True, text=True, timeout=120, check=False
+    )
+    if check:
+        assert result.returncode == 0, f"{args}: {result.stderr}\n{log_tail(server.log_path)}"
+    return result
+
+
+def test_first_start_prints_a_dev_key_the_cli_uses(live_server: LiveServer) -> None:
+    log = live_server.log_path.read_text()
+    assert live_server.api_key in log
+    assert "grpcurl -plaintext" in log
+    added = json.loads(cli(live_server, "add", "--user", "zoe", "--kind", "preference", "Zoe loves rye bread").stdout)
+    memory_id = added["memories"][0]["id"]
+    found = json.loads(cli(live_server, "query", "--user", "zoe", "what bread does zoe like?").stdout)
+    assert found["memories"][0]["memory"]["id"] == memory_id
+    got = json.loads(cli(live_server, "get", "--user", "zoe", memory_id).stdout)
+    assert got["memory"]["content"] == "Zoe loves rye bread"
+    listed = json.loads(cli(live_server, "list", "--user", "zoe").stdout)
+    assert [m["id"] for m in listed["memories"]] == [memory_id]
+    assert json.loads(cli(live_server, "forget", "--user", "zoe").stdout)["deleted_count"] == "1"
+    bad = cli(live_server, "add", "--user", "zoe", " ", check=False)
+    assert bad.returncode == 2
+    assert "INVALID_ARGUMENT" in bad.stderr
+    assert "memories[0].content" in bad.stderr
+
+
+def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:
+    created = cli(
+        live_server, "keys", "create", "--tenant", "globex", "--environment", "production", "--permissions", "read"
+    )
+    key = created.stdout.strip()
+    assert key.startswith("msk_")
+    reader = cli(live_server, "query", "--api-key", key, "--user", "zoe", "anything")
+    assert json.loads(reader.stdout).get("memories", []) == []
+    denied = cli(live_server, "add", "--api-key", key, "--user", "zoe", "hello there friend", check=False)
+    assert "PERMISSION_DENIED" in denied.stderr
+    listing = cli(live_server, "keys", "list").stdout
+    assert "globex/default/production" in listing
+    key_id = key.split("_")[1]
+    cli(live_server, "keys", "revoke", key_id)
+    assert "revoked" in cli(live_server, "keys", "list").stdout
+
+
+def test_reflection_lists_the_services(live_server: LiveServer) -> None:
+    with grpc.insecure_channel(live_server.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = {s.name for reply in replies for s in reply.list_services_response.service}
+    assert {"memsvc.v1.WriteService", "memsvc.v1.QueryService", "grpc.health.v1.Health"} <= names
+
+
+def buf_curl(server: LiveServer, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    buf = ROOT / "node_modules" / ".bin" / "buf"
+    if not buf.exists():
+        pytest.skip("buf is not installed (run `make contract` or `npm ci`)")
+    result = subprocess.run(
+        [
+            str(buf),
+            "curl",
+            "--protocol",
+            "grpc",
+            "--http2-prior-knowledge",
+            "-H",
+            f"authorization: Bearer {server.api_key}",
+            "-d",
+            json.dumps(body),
+            f"http://{server.address}/{method}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    reply: dict[str, Any] = json.loads(result.stdout)
+    return reply
+
+
+def test_buf_curl_adds_and_queries_through_reflection(live_server: LiveServer) -> None:
+    added = buf_curl(
+        live_server,
+        "memsvc.v1.WriteService/AddMemories",
+        {"userId": "yuri", "memories": [{"content": "Yuri collects vintage typewriters"}]},
+    )
+    memory_id = added["memories"][0]["id"]
+    found = buf_curl(
+        live_server, "memsvc.v1.QueryService/Query", {"userId": "yuri", "query": "what does yuri collect?"}
+    )
+    assert found["memories"][0]["memory"]["id"] == memory_id
