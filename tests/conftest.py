@@ -23,6 +23,7 @@ from memsvc.config import Settings
 from memsvc.domain.models import Permission
 from memsvc.server import Components, build_components
 from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc
+from tests.live_server import live_server  # noqa: F401  (a fixture, shared by the suites)
 
 T = TypeVar("T")
 
