@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -36,6 +38,7 @@ from memsvc_client.proto import write_service_pb2
 from tests.conftest import RunningServer
 
 EVERYTHING = MemoryFilter(min_importance=0.0)
+README = Path(__file__).resolve().parents[2] / "clients" / "python" / "README.md"
 
 
 @pytest.fixture
@@ -176,6 +179,21 @@ def test_async_client(server: RunningServer) -> None:
         assert forgotten == 4
 
     asyncio.run(scenario())
+
+
+@pytest.mark.e2e
+def test_readme_example_runs(server: RunningServer, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    example = re.search(r"## Example\n.*?```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert example is not None, "clients/python/README.md has no example"
+    monkeypatch.setenv("MEMSVC_ADDRESS", server.address)
+    monkeypatch.setenv("MEMSVC_API_KEY", server.api_key)
+
+    exec(compile(example.group(1), str(README), "exec"), {})  # noqa: S102 - runs our own README example
+
+    printed = capsys.readouterr().out
+    assert "window seats" in printed
+    assert "memories[0].content" in printed
+    assert "erased 3" in printed
 
 
 # Retries, against a stand-in WriteService that fails a chosen number of times.
