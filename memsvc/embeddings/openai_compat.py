@@ -30,10 +30,16 @@ class OpenAIEmbedder:
             return []
         try:
             reply = await self._client.embeddings.create(model=self._model, input=list(texts))
+            items = sorted(reply.data, key=lambda d: d.index)
         except APIError as exc:
             raise Unavailable("the embedding endpoint failed", retry_after_s=1.0) from exc
+        except (ValueError, TypeError, AttributeError) as exc:
+            # A reply that is not an embeddings list is the endpoint's failure, not ours.
+            raise Unavailable("the embedding endpoint sent a malformed reply", retry_after_s=1.0) from exc
+        if len(items) != len(texts):
+            raise Unavailable(f"the embedding endpoint returned {len(items)} vectors for {len(texts)} texts")
         vectors = []
-        for item in sorted(reply.data, key=lambda d: d.index):
+        for item in items:
             v = np.asarray(item.embedding, dtype=np.float32)
             if v.shape != (self._dimension,):
                 raise Unavailable(f"the embedding endpoint returned {v.shape[0]} dimensions, not {self._dimension}")
