@@ -108,7 +108,8 @@ ServerFactory = Callable[..., RunningServer]
 def server_factory(loop_thread: LoopThread, embedder: Any, tmp_path: Path) -> Iterator[ServerFactory]:
     started: list[RunningServer] = []
 
-    def start(data_dir: Path | None = None, **overrides: Any) -> RunningServer:
+    def start(data_dir: Path | None = None, own_embedder: bool = False, **overrides: Any) -> RunningServer:
+        """Start a server; `own_embedder` builds the embedder from settings instead of sharing the model."""
         values: dict[str, Any] = {
             "data_dir": data_dir or tmp_path / f"data{len(started)}",
             "listen": "127.0.0.1:0",
@@ -121,7 +122,9 @@ def server_factory(loop_thread: LoopThread, embedder: Any, tmp_path: Path) -> It
         settings = Settings(**values)
         spans = InMemorySpanExporter()
         components = loop_thread.run(
-            build_components(settings, embedder=embedder, span_processor=SimpleSpanProcessor(spans))
+            build_components(
+                settings, embedder=None if own_embedder else embedder, span_processor=SimpleSpanProcessor(spans)
+            )
         )
 
         async def make_server() -> MemoryServer:
