@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from datetime import timedelta
@@ -19,6 +20,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from memsvc_client import (
     AsyncMemoryClient,
+    DeadlineExceededError,
     InvalidArgumentError,
     Memory,
     MemoryClient,
@@ -244,6 +246,8 @@ class FlakyWriteService:
     def __init__(self, failures: int, retry_delay_ms: int | None = None) -> None:
         self.failures = failures
         self.retry_delay_ms = retry_delay_ms
+        self.delay_s = 0.0
+        self.address = ""
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -254,6 +258,7 @@ class FlakyWriteService:
                 failing = self.calls[method] <= self.failures
             if failing:
                 context.abort_with_status(_unavailable(self.retry_delay_ms))
+            time.sleep(self.delay_s)
             return response(request)
 
         return handle
@@ -292,10 +297,11 @@ def flaky() -> Iterator[tuple[FlakyWriteService, Callable[..., MemoryClient]]]:
     )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
+    service.address = f"127.0.0.1:{port}"
     clients: list[MemoryClient] = []
 
     def make(**options: Any) -> MemoryClient:
-        clients.append(MemoryClient(f"127.0.0.1:{port}", "key", timeout_s=10, **options))
+        clients.append(MemoryClient(service.address, "key", **{"timeout_s": 10, **options}))
         return clients[-1]
 
     yield service, make
@@ -348,3 +354,44 @@ def test_retries_off_raises_first_unavailable_with_retry_delay(flaky: Any) -> No
 
     assert service.calls["GetMemory"] == 1
     assert info.value.retry_delay == timedelta(milliseconds=1500)
+
+
+def test_async_client_retries_like_the_sync_one(flaky: Any) -> None:
+    service, _ = flaky
+    fast = RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05)
+
+    async def scenario() -> tuple[Memory, Any]:
+        async with AsyncMemoryClient(service.address, "key", retries=fast) as client:
+            memory = await client.get_memory("u", "m1")
+            with pytest.raises(UnavailableError):
+                await client.update_memory("u", "m1", content="new")
+            added = await client.add_memories("u", [NewMemory("one", idempotency_key="k1")])
+            return memory, added
+
+    memory, added = asyncio.run(scenario())
+
+    assert memory.id == "m1" and added.memories[0].content == "one"
+    assert service.calls == {"GetMemory": 3, "UpdateMemory": 1, "AddMemories": 3}
+
+
+def test_per_call_deadline(flaky: Any) -> None:
+    service, make = flaky
+    service.failures = 0
+    service.delay_s = 1.0
+    client = make(timeout_s=30)
+
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceededError):
+        client.get_memory("u", "m1", timeout_s=0.2)
+
+    assert time.monotonic() - started < 0.9
+
+
+def test_tls_options_build_secure_channels() -> None:
+    with MemoryClient("localhost:1", "key", tls=True) as system_roots:
+        assert system_roots.channel is not None
+    credentials = grpc.ssl_channel_credentials()
+    with MemoryClient("localhost:1", "key", tls=credentials, retries=False) as custom:
+        assert custom.channel is not None
+    with pytest.raises(ValueError, match="api_key"):
+        MemoryClient("localhost:1", "")
