@@ -66,7 +66,8 @@ class MemsvcError(Exception):
         request_id: str | None = None,
         status: status_pb2.Status | None = None,
     ) -> None:
-        why = f" ({reason})" if reason else ""
+        # The reason adds nothing when it only repeats the code (the server's generic INVALID_ARGUMENT).
+        why = f" ({reason})" if reason and reason != self.code.name else ""
         super().__init__(f"{self.code.name}{why}: {message}")
         # The server's status message, without the code in front.
         self.message = message
