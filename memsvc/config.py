@@ -104,6 +104,23 @@ class Settings(BaseSettings):
     max_page_size: int = 500
     default_page_size: int = 50
 
+    # LLM (any OpenAI-compatible chat endpoint); empty base URL means offline heuristics only
+    llm_base_url: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr = SecretStr("")
+    llm_timeout_s: float = 5.0
+    llm_temperature: float = 0.3
+
+    # Retrieval strategies (seeds 000-003)
+    multi_query_questions: int = 2
+    multi_query_results_per_query: int = 3
+    multi_query_limit: int = 7
+    applicability_pool: int = 30
+    agent_max_attempts: int = 3
+    agent_confidence_threshold: float = 0.8
+    default_token_budget: int = 1024
+    max_token_budget: int = 32_768
+
     # Telemetry
     otlp_endpoint: str = ""
     service_name: str = "memsvc"

@@ -32,6 +32,8 @@ from memsvc.pipeline.reconcile import Reconciler
 from memsvc.pipeline.scope import ScopeStage
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write import WritePath
+from memsvc.retrieval.router import Retrieval
+from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
 from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
@@ -139,11 +141,14 @@ class Components:
     tracer_provider: TracerProvider
     owns_embedder: bool
     redis: RedisGuard | None = None
+    retrieval: Retrieval | None = None
 
     async def close(self) -> None:
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
+        if self.retrieval is not None:
+            await self.retrieval.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.close()
@@ -223,6 +228,7 @@ async def build_components(
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
+        retrieval=build_retrieval(settings, pipeline, store, cipher),
         redis=redis_guard,
     )
 

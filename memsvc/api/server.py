@@ -56,7 +56,9 @@ class MemoryServer:
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
         write_service_pb2_grpc.add_WriteServiceServicer_to_server(WriteServicer(components.writes), self.server)
-        query_service_pb2_grpc.add_QueryServiceServicer_to_server(QueryServicer(components.pipeline), self.server)
+        query_service_pb2_grpc.add_QueryServiceServicer_to_server(
+            QueryServicer(components.pipeline, components.retrieval), self.server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.port = 0

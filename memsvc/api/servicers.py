@@ -9,6 +9,7 @@ from memsvc.api.interceptor import current_deadline, current_principal
 from memsvc.errors import Unimplemented
 from memsvc.pipeline.query import QueryPipeline
 from memsvc.pipeline.write import WritePath
+from memsvc.retrieval.router import Retrieval
 from memsvc.v1 import (
     query_service_pb2,
     query_service_pb2_grpc,
@@ -77,16 +78,20 @@ class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
 
 
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
-    def __init__(self, pipeline: QueryPipeline) -> None:
+    def __init__(self, pipeline: QueryPipeline, retrieval: Retrieval | None = None) -> None:
         self._pipeline = pipeline
+        self._retrieval = retrieval
 
     async def Query(  # noqa: N802
         self, request: query_service_pb2.QueryRequest, context: Context
     ) -> query_service_pb2.QueryResponse:
         query = convert.query_input(request)
-        if query.mode != "direct":
-            raise Unimplemented(f"query mode {query.mode} is not available yet")
-        outcome = await self._pipeline.run(current_principal(), query, current_deadline())
+        if self._retrieval is not None:
+            outcome = await self._retrieval.query(current_principal(), query, current_deadline())
+        elif query.mode == "direct":
+            outcome = await self._pipeline.run(current_principal(), query, current_deadline())
+        else:
+            raise Unimplemented(f"query mode {query.mode} is not available in this server")
         return query_service_pb2.QueryResponse(
             memories=[convert.ranked_message(r) for r in outcome.memories],
             explanation=outcome.explanation,

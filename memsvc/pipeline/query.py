@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from opentelemetry.trace import Tracer
@@ -16,7 +17,7 @@ from memsvc.pipeline.embed import EmbedStage
 from memsvc.pipeline.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from memsvc.pipeline.hydrate import HydrateStage
 from memsvc.pipeline.lexical import LexicalRecall
-from memsvc.pipeline.rank import RankStage
+from memsvc.pipeline.rank import Ranking, RankStage
 from memsvc.pipeline.recall import Candidate, RecallStage
 from memsvc.pipeline.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -29,6 +30,10 @@ class QueryOutcome:
     explanation: str
     report: QueryReport
     context: str = ""
+
+
+# A retrieval mode's own final ordering of the ranked candidates (all of them, best first) at `now`.
+Rerank = Callable[[list[RankedMemory], float], Awaitable[Ranking]]
 
 
 class QueryPipeline:
@@ -57,9 +62,11 @@ class QueryPipeline:
         self.lexical = lexical
         self.rrf_k = rrf_k
 
-    def plan(self, principal: Principal, request: QueryInput, report: QueryReport) -> QueryPlan:
+    def plan(
+        self, principal: Principal, request: QueryInput, report: QueryReport, default_limit: int | None = None
+    ) -> QueryPlan:
         with stage_span(self.tracer, report, "scope") as span:
-            plan = self.scope.run(principal, request)
+            plan = self.scope.run(principal, request, default_limit)
             span.set_attribute("memsvc.request_id", plan.request_id)
             span.set_attribute("memsvc.limit", plan.limit)
             return plan
@@ -137,6 +144,17 @@ class QueryPipeline:
             self.rrf_k,
         )
 
+    async def cached(
+        self, plan: QueryPlan, report: QueryReport, deadline: Deadline
+    ) -> tuple[QueryOutcome | None, str | None]:
+        """The cached outcome of an identical request, or None and the slot to store a fresh one in."""
+        if plan.skip_cache:
+            return None, None
+        hit, slot = await self._cache.lookup(plan.namespace, plan.request_key)
+        if hit is None:
+            return None, slot
+        return await self._from_cache(plan, hit, report, deadline), None
+
     async def finish(
         self,
         plan: QueryPlan,
@@ -144,14 +162,27 @@ class QueryPipeline:
         report: QueryReport,
         deadline: Deadline,
         slot: str | None,
+        matched: Mapping[str, Sequence[str]] | None = None,
+        rerank: Rerank | None = None,
     ) -> QueryOutcome:
-        """Stages 4-6 for a candidate list (shared by every retrieval mode)."""
+        """Stages 4-6 for a candidate list (shared by every retrieval mode).
+
+        `matched` names the queries that found each memory id; `rerank` lets a mode order all
+        ranked candidates its own way before the limit, bookkeeping and the cache apply.
+        """
         with stage_span(self.tracer, report, "hydrate") as span:
             hydrated = await self.hydrate.run(plan, candidates, deadline)
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         now = time.time()
         with stage_span(self.tracer, report, "rank") as span:
-            ranking = self.rank.run(hydrated, plan.limit, plan.min_importance, now, plan.query)
+            limit = plan.limit if rerank is None else len(hydrated)
+            ranking = self.rank.run(hydrated, limit, plan.min_importance, now, plan.query)
+            if matched:
+                memories = [replace(r, matched_queries=tuple(matched.get(r.memory.id, ()))) for r in ranking.memories]
+                ranking = replace(ranking, memories=memories)
+            if rerank is not None:
+                reranked = await rerank(ranking.memories, now)
+                ranking = Ranking(reranked.memories[: plan.limit], ranking.dropped_by_importance, reranked.explanation)
             report.dropped_by_importance = ranking.dropped_by_importance
             span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
             span.set_attribute("memsvc.results", len(ranking.memories))

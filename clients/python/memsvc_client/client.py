@@ -84,7 +84,7 @@ class MemoryClient:
         try:
             return method(request, timeout=self.timeout_s if timeout_s is None else timeout_s, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise error_from_rpc(exc) from None
+            raise error_from_rpc(exc) from exc
 
     def _call_retrying(self, call: Callable[[float], _Resp], timeout_s: float | None) -> _Resp:
         """Repeat a call on UNAVAILABLE within one deadline; for requests that are safe to repeat."""

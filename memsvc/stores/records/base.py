@@ -88,6 +88,15 @@ class RecordStore(Protocol):
         """The rows of `ids` that belong to `namespace`, in one query."""
         ...
 
+    async def session_neighbors(
+        self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
+    ) -> list[StoredMemory]:
+        """Up to `window` rows before and after each of `ids` in its session (by created_at, id), in one query.
+
+        Rows of `ids` themselves and memories without a session are not returned.
+        """
+        ...
+
     async def update_memory(
         self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
     ) -> StoredMemory | None:

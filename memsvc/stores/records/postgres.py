@@ -173,6 +173,32 @@ class PostgresRecordStore:
             )
             return [memory_from_row(r) for r in await cur.fetchall()]
 
+    async def session_neighbors(
+        self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
+    ) -> list[StoredMemory]:
+        if not ids or window <= 0:
+            return []
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"""WITH anchors AS (
+                        SELECT id, session_id FROM memories WHERE ns = %s AND id = ANY(%s) AND session_id <> ''
+                    ), session_rows AS (
+                        SELECT m.id, m.session_id,
+                               ROW_NUMBER() OVER (PARTITION BY m.session_id ORDER BY m.created_at, m.id) AS pos
+                        FROM memories m
+                        WHERE m.ns = %s AND m.session_id IN (SELECT session_id FROM anchors)
+                          AND (%s OR m.retention_status = 'active' OR m.id IN (SELECT id FROM anchors))
+                    ), anchor_pos AS (
+                        SELECT s.session_id, s.pos FROM session_rows s JOIN anchors a ON a.id = s.id
+                    )
+                    SELECT {_SELECT_MEMORY} FROM memories WHERE id IN (
+                        SELECT s.id FROM session_rows s JOIN anchor_pos p
+                          ON s.session_id = p.session_id AND s.pos BETWEEN p.pos - %s AND p.pos + %s
+                    ) AND NOT (id = ANY(%s)) ORDER BY created_at, id""",
+                (namespace.digest, list(ids), namespace.digest, include_inactive, window, window, list(ids)),
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
     async def update_memory(
         self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
     ) -> StoredMemory | None:

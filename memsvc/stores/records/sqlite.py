@@ -186,6 +186,36 @@ class SqliteRecordStore:
 
         return await self._run(fetch)
 
+    async def session_neighbors(
+        self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
+    ) -> list[StoredMemory]:
+        if not ids or window <= 0:
+            return []
+
+        def neighbors(conn: sqlite3.Connection) -> list[StoredMemory]:
+            marks = ", ".join("?" * len(ids))
+            rows = conn.execute(
+                f"""WITH anchors AS (
+                        SELECT id, session_id FROM memories WHERE ns = ? AND id IN ({marks}) AND session_id <> ''
+                    ), session_rows AS (
+                        SELECT m.id, m.session_id,
+                               ROW_NUMBER() OVER (PARTITION BY m.session_id ORDER BY m.created_at, m.id) AS pos
+                        FROM memories m
+                        WHERE m.ns = ? AND m.session_id IN (SELECT session_id FROM anchors)
+                          AND (? OR m.retention_status = 'active' OR m.id IN (SELECT id FROM anchors))
+                    ), anchor_pos AS (
+                        SELECT s.session_id, s.pos FROM session_rows s JOIN anchors a ON a.id = s.id
+                    )
+                    SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (
+                        SELECT s.id FROM session_rows s JOIN anchor_pos p
+                          ON s.session_id = p.session_id AND s.pos BETWEEN p.pos - ? AND p.pos + ?
+                    ) AND id NOT IN ({marks}) ORDER BY created_at, id""",
+                (namespace.digest, *ids, namespace.digest, int(include_inactive), window, window, *ids),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(neighbors)
+
     async def update_memory(
         self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
     ) -> StoredMemory | None:

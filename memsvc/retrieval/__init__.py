@@ -1,0 +1,1 @@
+"""Retrieval strategies built on the query pipeline: multi-query, fusion, applicability, agent, auto."""

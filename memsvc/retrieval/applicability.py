@@ -1,0 +1,303 @@
+"""APPLICABILITY (seed 002): need detection, a fused candidate pool, and "does this matter now?" scoring."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memsvc.domain.models import MemoryKind, Principal, RankedMemory, RetentionStatus, Role, utc_from_s
+from memsvc.llm.client import Llm
+from memsvc.llm.dates import TimeWindow, parse_time_window
+from memsvc.llm.heuristics import declarative, key_terms, split_query
+from memsvc.llm.needs import NEEDS, NeedReport, detect_needs
+from memsvc.llm.parse import MalformedReply, string_list, unit_float
+from memsvc.llm.text import extract_keywords, salient_terms, stem, stems
+from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.pipeline.rank import Ranking
+from memsvc.pipeline.recall import Candidate
+from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, rrf, search_all
+
+# Seed 002's final score: applicability dominates, retrieval only corroborates.
+W_APPLICABILITY = 0.65
+W_RETRIEVAL = 0.15
+W_VITALITY = 0.10
+W_CONFIRMATION = 0.10
+_MAX_QUERIES = 8
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A sparse lexical hint: a short phrase and the terms a matching memory must contain."""
+
+    phrase: str
+    must_keep: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the message needs, how to search for it, and when it happened."""
+
+    needs: NeedReport
+    sub_queries: tuple[str, ...]
+    hints: tuple[Hint, ...]
+    window: TimeWindow | None
+    source: str
+
+
+def analyse_offline(query: str, recent: Sequence[str], now: float) -> Analysis:
+    needs = detect_needs(query, tuple(recent))
+    parts = split_query(query)
+    subs = [p for p in parts if p != query] if len(parts) > 1 else []
+    statement = declarative(query)
+    if statement.lower() != query.lower().rstrip("?"):
+        subs.append(statement)
+    kw = extract_keywords(query)
+    hints = []
+    if kw.key_terms:
+        hints.append(Hint(kw.query(4), tuple(kw.key_terms[:3])))
+    return Analysis(needs, tuple(subs[:3]), tuple(hints), parse_time_window(query, now), "heuristics")
+
+
+def lexical_levels(text: str, context_terms: Sequence[str]) -> list[str]:
+    """Tight (every specific term), medium (the top two or three), broad (any term, plus context)."""
+    kw = extract_keywords(text)
+    terms = list(kw.key_terms)
+    if not terms:
+        return []
+    tight = kw.query(12)
+    medium = " ".join(terms[: 3 if kw.entities else 2])
+    broad = " ".join(dict.fromkeys([*kw.terms, *context_terms]))
+    return [tight, medium, broad]
+
+
+def _needs_shape(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedReply("expected a JSON object")
+    needs = value.get("needs", [])
+    if not isinstance(needs, list):
+        raise MalformedReply("needs must be an array")
+    subs = string_list(value, "sub_queries", 3) if value.get("sub_queries") else []
+    hints = []
+    for h in value.get("sparse_hints") or []:
+        if isinstance(h, dict) and isinstance(h.get("phrase"), str) and h["phrase"].strip():
+            keep = [t for t in h.get("must_keep_terms") or [] if isinstance(t, str) and t.strip()]
+            hints.append(Hint(h["phrase"].strip(), tuple(keep)))
+    return {
+        "needs": [n for n in needs if n in NEEDS],
+        "sub_queries": subs,
+        "hints": hints[:3],
+        "assistant": bool(value.get("assistant_turns", False)),
+    }
+
+
+def _scores_shape(value: Any) -> dict[int, float]:
+    items = value.get("scores") if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        raise MalformedReply("expected a scores array")
+    out: dict[int, float] = {}
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("id"), int):
+            out[item["id"]] = unit_float(item.get("score"))
+    if not out:
+        raise MalformedReply("no scores")
+    return out
+
+
+class Applicability:
+    name = "applicability"
+
+    def __init__(self, pipeline: QueryPipeline, llm: Llm, *, pool: int = 30) -> None:
+        self._pipeline = pipeline
+        self._llm = llm
+        self._pool = pool
+
+    async def analyse(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> Analysis:
+        now = time.time()
+        offline = analyse_offline(request.query, recent_texts(request), now)
+        with stage_span(self._pipeline.tracer, report, "need_detection"):
+            got = await self._llm.ask(
+                "needs", report, deadline, _needs_shape, max_tokens=300, message=request.query,
+                recent=recent_block(request),
+            )  # fmt: skip
+        analysis = offline
+        if got is not None:
+            needs = NeedReport(
+                needs={n: "llm" for n in got["needs"]},
+                callback=got["assistant"] or offline.needs.callback,
+                list_intent=offline.needs.list_intent,
+            )
+            analysis = Analysis(
+                needs, tuple(got["sub_queries"]), tuple(got["hints"]) or offline.hints, offline.window, "llm"
+            )
+        if analysis.needs.needs:
+            detail = ", ".join(f"{n} ({why!r})" for n, why in analysis.needs.needs.items())
+            report.notes.append(f"applicability: needs {detail}")
+        if analysis.needs.wants_assistant_turns:
+            report.notes.append("applicability: looking for the assistant's own earlier turns")
+        if analysis.window is not None:
+            report.notes.append(f"applicability: time window {analysis.window.describe()}")
+        return analysis
+
+    async def run(
+        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
+    ) -> QueryOutcome:
+        plan = self._pipeline.plan(principal, request, report)
+        report.queries.append(plan.query)
+        cached, slot = await self._pipeline.cached(plan, report, deadline)
+        if cached is not None:
+            return cached
+        analysis = await self.analyse(request, report, deadline)
+        kw = extract_keywords(request.query)
+        context_terms = salient_terms(list(reversed(recent_texts(request)[-3:])), kw.terms, limit=3)
+        queries = [plan.query, *analysis.sub_queries]
+        queries += lexical_levels(plan.query, context_terms)
+        queries += [h.phrase for h in analysis.hints]
+        queries = distinct_queries(queries)[:_MAX_QUERIES]
+        pool = max(15, min(self._pool, 3 * plan.limit))
+        results = await search_all(self._pipeline, plan, queries, report, deadline, pool)
+        evidence = Evidence()
+        lists: list[Sequence[Candidate]] = []
+        for q, found in zip(queries, results, strict=True):
+            evidence.add(q, found)
+            lists.append(found)
+        window = analysis.window
+        if (
+            window is not None
+            and plan.memory_filter.created_after is None
+            and plan.memory_filter.created_before is None
+        ):
+            windowed = replace(
+                plan, memory_filter=replace(plan.memory_filter, created_after=window.start, created_before=window.end)
+            )
+            found = (await search_all(self._pipeline, windowed, [plan.query], report, deadline, pool))[0]
+            evidence.add(plan.query, found)
+            lists.append(found)
+        fused = rrf(lists)
+        ranked_ids = sorted(fused, key=lambda i: -fused[i])[:pool]
+        best = fused[ranked_ids[0]] if ranked_ids else 1.0
+        retrieval = {i: fused[i] / best for i in ranked_ids}
+        # The pool's own fusion is the relevance the rank stage sees for each candidate.
+        candidates = [replace(evidence.candidates[i], fused=fused[i]) for i in ranked_ids]
+
+        async def rerank(ranked: list[RankedMemory], now: float) -> Ranking:
+            return await self._score(plan, request, analysis, ranked, retrieval, report, deadline, context_terms)
+
+        return await self._pipeline.finish(
+            plan, candidates, report, deadline, slot, matched=evidence.matched, rerank=rerank
+        )
+
+    async def _score(
+        self,
+        plan: QueryPlan,
+        request: QueryInput,
+        analysis: Analysis,
+        ranked: list[RankedMemory],
+        retrieval: dict[str, float],
+        report: QueryReport,
+        deadline: Deadline,
+        context_terms: Sequence[str],
+    ) -> Ranking:
+        with stage_span(self._pipeline.tracer, report, "applicability"):
+            judged = await self._llm_scores(request, analysis, ranked, report, deadline)
+            scored: list[tuple[RankedMemory, float, float]] = []
+            for i, r in enumerate(ranked, start=1):
+                estimate = offline_applicability(r, plan.query, analysis, context_terms)
+                app = judged.get(i, estimate) if judged else estimate
+                final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis)
+                scored.append((replace(r, score=final), app, final))
+            scored.sort(key=lambda s: (-s[2], s[0].memory.id))
+        memories = [s[0] for s in scored]
+        if not scored:
+            return Ranking([], 0, "No memory matched the query and filters.")
+        top, app, final = scored[0]
+        how = "LLM" if judged else "offline estimate"
+        explanation = (
+            f"Top memory is a {top.memory.kind.value} judged most applicable now "
+            f"(applicability {app:.2f} by {how}, retrieval {retrieval.get(top.memory.id, 0.0):.2f}, score {final:.2f})."
+        )
+        return Ranking(memories, 0, explanation)
+
+    async def _llm_scores(
+        self,
+        request: QueryInput,
+        analysis: Analysis,
+        ranked: list[RankedMemory],
+        report: QueryReport,
+        deadline: Deadline,
+    ) -> dict[int, float]:
+        if not ranked or not self._llm.configured:
+            return {}
+        lines = []
+        for i, r in enumerate(ranked, start=1):
+            m = r.memory
+            day = utc_from_s(m.created_at).strftime("%Y-%m-%d")
+            lines.append(f"{i}. [{day} {m.role.value} {m.kind.value}] {m.content[:300]}")
+        got = await self._llm.ask(
+            "applicability",
+            report,
+            deadline,
+            _scores_shape,
+            max_tokens=20 + 12 * len(ranked),
+            message=request.query,
+            recent=recent_block(request),
+            needs=", ".join(analysis.needs.needs) or "none",
+            candidates="\n".join(lines),
+        )
+        return got or {}
+
+
+def offline_applicability(r: RankedMemory, query: str, analysis: Analysis, context_terms: Sequence[str]) -> float:
+    """Without an LLM: term overlap with the query and conversation, similarity, role and time fit."""
+    m = r.memory
+    words = stems(m.content)
+    keys = key_terms(query)
+    entity_keys = {stem(w) for e in extract_keywords(query).entities for w in e.split()}
+    weight = sum(2.0 if k in entity_keys else 1.0 for k in keys)
+    overlap = sum(2.0 if k in entity_keys else 1.0 for k in keys if k in words) / weight if weight else 0.0
+    context = sum(1 for t in context_terms if stem(t) in words) / len(context_terms) if context_terms else 0.0
+    semantic = min(1.0, r.breakdown.semantic / 0.7)
+    if analysis.needs.wants_assistant_turns:
+        role = 1.0 if m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION else 0.2
+    else:
+        role = 0.5
+    timing = 0.5 if analysis.window is None else (1.0 if analysis.window.contains(m.created_at) else 0.0)
+    return 0.35 * overlap + 0.25 * semantic + 0.10 * context + 0.15 * role + 0.15 * timing
+
+
+def combine(r: RankedMemory, applicability: float, retrieval: float, analysis: Analysis) -> float:
+    """Seed 002's final score with its need boosts and penalties, clamped to [0, 1]."""
+    m, b, needs = r.memory, r.breakdown, analysis.needs
+    vitality = 0.5 * b.recency + 0.3 * b.usage + 0.2 * b.decay
+    confirmation = 0.6 * b.consistency + 0.4 * b.quality
+    boost = 0.0
+    from_assistant = m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION
+    if needs.has("follow_up_failure") and from_assistant:
+        boost += 0.10  # the advice that did not work is what the user is talking about
+    elif needs.callback and from_assistant:
+        boost += 0.05
+    if needs.has("contradiction") and m.kind in (MemoryKind.DECISION, MemoryKind.PREFERENCE, MemoryKind.FACT):
+        boost += 0.05
+    if needs.has("loop") and m.usage_count > 0:
+        boost += 0.03
+    if needs.has("high_stakes") and m.importance >= 0.7:
+        boost += 0.05
+    penalty = 0.10 * (1.0 - b.decay)
+    if m.retention_status is not RetentionStatus.ACTIVE:
+        penalty += 0.10
+    if analysis.window is not None:
+        if analysis.window.contains(m.created_at):
+            boost += 0.05
+        else:
+            penalty += 0.05
+    score = (
+        W_APPLICABILITY * applicability
+        + W_RETRIEVAL * retrieval
+        + W_VITALITY * vitality
+        + W_CONFIRMATION * confirmation
+        + boost
+        - penalty
+    )
+    return round(min(1.0, max(0.0, score)), 6)

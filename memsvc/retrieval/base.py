@@ -1,0 +1,101 @@
+"""What the strategies share: the strategy contract, concurrent searches and merging by memory id."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from memsvc.domain.models import Principal
+from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport
+from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.pipeline.recall import Candidate
+
+RRF_K = 60
+
+
+class Strategy(Protocol):
+    """One retrieval mode: a request in, ranked memories out, every step written to `report`."""
+
+    name: str
+
+    async def run(
+        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
+    ) -> QueryOutcome: ...
+
+
+@dataclass
+class Evidence:
+    """Candidates gathered over several searches, merged by memory id, with the queries that found each."""
+
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    matched: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, query: str, found: Iterable[Candidate]) -> None:
+        for c in found:
+            have = self.candidates.get(c.memory_id)
+            self.candidates[c.memory_id] = c if have is None else best_of(have, c)
+            queries = self.matched.setdefault(c.memory_id, [])
+            if query not in queries:
+                queries.append(query)
+
+    def ranked(self) -> list[Candidate]:
+        """Best first: by fused score when the channels were fused, else by similarity."""
+        return sorted(self.candidates.values(), key=lambda c: (-c.fused, -c.similarity, c.memory_id))
+
+
+def best_of(a: Candidate, b: Candidate) -> Candidate:
+    """One memory found by two searches keeps the best of what each channel said about it."""
+    return replace(
+        a,
+        similarity=max(a.similarity, b.similarity),
+        dense_rank=min((r for r in (a.dense_rank, b.dense_rank) if r), default=0),
+        lexical_score=max(a.lexical_score, b.lexical_score),
+        lexical_rank=min((r for r in (a.lexical_rank, b.lexical_rank) if r), default=0),
+        fused=max(a.fused, b.fused),
+    )
+
+
+def rrf(lists: Sequence[Sequence[Candidate]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal Rank Fusion across result lists: sum of 1 / (k + rank)."""
+    scores: dict[str, float] = {}
+    for found in lists:
+        for rank, c in enumerate(found, start=1):
+            scores[c.memory_id] = scores.get(c.memory_id, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def distinct_queries(queries: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for q in queries:
+        q = " ".join(q.split())
+        if q and q.lower() not in seen:
+            seen.add(q.lower())
+            out.append(q)
+    return out
+
+
+async def search_all(
+    pipeline: QueryPipeline,
+    plan: QueryPlan,
+    queries: Sequence[str],
+    report: QueryReport,
+    deadline: Deadline,
+    k: int | None = None,
+) -> list[list[Candidate]]:
+    """Every query searched concurrently; each issued query is recorded in the report once."""
+    for q in queries:
+        if q not in report.queries:
+            report.queries.append(q)
+    return list(await asyncio.gather(*(pipeline.search(plan, q, report, deadline, k) for q in queries)))
+
+
+def recent_texts(request: QueryInput) -> list[str]:
+    return [t.content for t in request.recent_turns]
+
+
+def recent_block(request: QueryInput, limit: int = 6) -> str:
+    turns = request.recent_turns[-limit:]
+    return "\n".join(f"{t.role.value}: {t.content}" for t in turns) or "(none)"

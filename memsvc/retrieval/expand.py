@@ -1,0 +1,65 @@
+"""Context expansion: each returned memory brings the turns just before and after it in its session."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from opentelemetry.trace import Tracer
+
+from memsvc.crypto.envelope import EnvelopeCipher
+from memsvc.domain.models import RankedMemory, ScoreBreakdown
+from memsvc.pipeline.context import Deadline, QueryReport, stage_span
+from memsvc.pipeline.hydrate import open_memory
+from memsvc.pipeline.query import QueryOutcome
+from memsvc.stores.records.base import RecordStore
+
+
+class ContextExpander:
+    """One record-store query for all neighbours; a neighbour follows its anchor, oldest first."""
+
+    def __init__(self, store: RecordStore, cipher: EnvelopeCipher, tracer: Tracer) -> None:
+        self._store = store
+        self._cipher = cipher
+        self._tracer = tracer
+
+    async def run(self, outcome: QueryOutcome, window: int, deadline: Deadline, report: QueryReport) -> QueryOutcome:
+        anchors = [r for r in outcome.memories if r.memory.session_id]
+        if window <= 0 or not anchors:
+            return outcome
+        plan = outcome.plan
+        with stage_span(self._tracer, report, "expand") as span:
+            rows = await deadline.run(
+                self._store.session_neighbors(
+                    plan.namespace,
+                    [r.memory.id for r in anchors],
+                    window,
+                    plan.memory_filter.include_inactive,
+                ),
+                "the record store",
+            )
+            by_session: dict[str, list[tuple[float, str]]] = {}
+            opened = {}
+            for row in rows:
+                if row.namespace != plan.namespace:
+                    continue
+                opened[row.id] = await open_memory(self._cipher, row)
+                by_session.setdefault(row.session_id, []).append((row.created_at, row.id))
+            returned = {r.memory.id for r in outcome.memories}
+            emitted: set[str] = set()
+            out: list[RankedMemory] = []
+            for r in outcome.memories:
+                out.append(r)
+                emitted.add(r.memory.id)
+                if not r.memory.session_id:
+                    continue
+                key = (r.memory.created_at, r.memory.id)
+                session = sorted(by_session.get(r.memory.session_id, []))
+                before = [s for s in session if s < key][-window:]
+                after = [s for s in session if s > key][:window]
+                for _, memory_id in [*before, *after]:
+                    if memory_id in emitted or memory_id in returned:
+                        continue
+                    emitted.add(memory_id)
+                    out.append(RankedMemory(opened[memory_id], r.score, ScoreBreakdown(), (), context_neighbor=True))
+            span.set_attribute("memsvc.context.neighbors", len(out) - len(outcome.memories))
+        return replace(outcome, memories=out)

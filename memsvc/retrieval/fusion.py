@@ -1,0 +1,57 @@
+"""FUSION (seed 001): one to three query variations, merged by memory id keeping the best score."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from memsvc.domain.models import Principal
+from memsvc.llm.client import Llm
+from memsvc.llm.heuristics import variations
+from memsvc.llm.parse import string_list
+from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
+from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.retrieval.base import Evidence, distinct_queries, search_all
+
+
+class Fusion:
+    name = "fusion"
+
+    def __init__(self, pipeline: QueryPipeline, llm: Llm) -> None:
+        self._pipeline = pipeline
+        self._llm = llm
+
+    async def expand(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> list[str]:
+        """The caller's variations if given; else the LLM's JSON array; else offline variations."""
+        if request.additional_queries:
+            report.notes.append("fusion: caller's additional_queries used, no generation")
+            return list(request.additional_queries)
+        with stage_span(self._pipeline.tracer, report, "expand"):
+            generated = await self._llm.ask(
+                "fusion",
+                report,
+                deadline,
+                partial(string_list, limit=3),
+                max_tokens=256,
+                fallback="the original query alone",
+                query=request.query,
+            )
+            if generated is not None:
+                return generated
+            if self._llm.configured:
+                return []  # seed 001: an unusable reply means the original query alone
+            return variations(request.query)
+
+    async def run(
+        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
+    ) -> QueryOutcome:
+        plan = self._pipeline.plan(principal, request, report)
+        report.queries.append(plan.query)
+        cached, slot = await self._pipeline.cached(plan, report, deadline)
+        if cached is not None:
+            return cached
+        queries = distinct_queries([plan.query, *await self.expand(request, report, deadline)])
+        results = await search_all(self._pipeline, plan, queries, report, deadline)
+        evidence = Evidence()
+        for q, found in zip(queries, results, strict=True):
+            evidence.add(q, found)
+        return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)

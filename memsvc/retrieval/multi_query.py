@@ -1,0 +1,68 @@
+"""MULTI_QUERY (seed 000): the message plus synthesised auxiliary questions, searched concurrently."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from memsvc.domain.models import Principal
+from memsvc.llm.client import Llm
+from memsvc.llm.heuristics import is_trivial, synthesize_questions
+from memsvc.llm.parse import string_list
+from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
+from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, search_all
+
+
+class MultiQuery:
+    name = "multi_query"
+
+    def __init__(
+        self, pipeline: QueryPipeline, llm: Llm, *, questions: int = 2, per_query: int = 3, limit: int = 7
+    ) -> None:
+        self._pipeline = pipeline
+        self._llm = llm
+        self._questions = questions
+        self._per_query = per_query
+        self._limit = limit
+
+    async def synthesize(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> list[str]:
+        """Auxiliary questions: none for trivial messages; the LLM when configured, else heuristics."""
+        if is_trivial(request.query):
+            report.notes.append("multi_query: trivial message, no auxiliary questions")
+            return []
+        with stage_span(self._pipeline.tracer, report, "synthesize"):
+            questions = await self._llm.ask(
+                "multi_query",
+                report,
+                deadline,
+                partial(string_list, key="questions", limit=self._questions),
+                max_tokens=160,
+                message=request.query,
+                recent=recent_block(request),
+                count=str(self._questions),
+            )
+            if questions is None:
+                questions = synthesize_questions(request.query, recent_texts(request), self._questions)
+        return questions
+
+    async def run(
+        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
+    ) -> QueryOutcome:
+        plan = self._pipeline.plan(principal, request, report, default_limit=self._limit)
+        report.queries.append(plan.query)
+        cached, slot = await self._pipeline.cached(plan, report, deadline)
+        if cached is not None:
+            return cached
+        queries = distinct_queries([plan.query, *await self.synthesize(request, report, deadline)])
+        results = await search_all(self._pipeline, plan, queries, report, deadline, max(self._per_query, plan.limit))
+        evidence = Evidence()
+        for q, found in zip(queries, results, strict=True):
+            evidence.add(q, found[: self._per_query])
+        # Overlapping queries can leave fewer unique memories than the limit: top up round-robin.
+        depth = self._per_query
+        while len(evidence.candidates) < plan.limit and any(len(f) > depth for f in results):
+            for q, found in zip(queries, results, strict=True):
+                if depth < len(found) and len(evidence.candidates) < plan.limit:
+                    evidence.add(q, [found[depth]])
+            depth += 1
+        return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)
