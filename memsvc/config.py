@@ -123,6 +123,9 @@ class Settings(BaseSettings):
 
     # Telemetry
     otlp_endpoint: str = ""
+    # host:port of the Prometheus scrape endpoint (/metrics), e.g. 0.0.0.0:9464; empty turns it off.
+    metrics_listen: str = ""
+    index_lag_sample_interval_s: float = 5.0
     service_name: str = "memsvc"
 
     @model_validator(mode="after")

@@ -21,6 +21,13 @@ from memsvc.domain.models import Permission
 from memsvc.embeddings.base import Embedder
 from memsvc.errors import FailedPrecondition
 from memsvc.keys import ApiKeys
+from memsvc.metrics import (
+    MeteredEmbeddingCache,
+    MeteredResultCache,
+    MetricsEndpoint,
+    MetricsSpanProcessor,
+    build_metrics,
+)
 from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
 from memsvc.pipeline.embed import EmbedStage
 from memsvc.pipeline.hydrate import HydrateStage
@@ -142,6 +149,7 @@ class Components:
     owns_embedder: bool
     redis: RedisGuard | None = None
     retrieval: Retrieval | None = None
+    metrics: MetricsEndpoint | None = None
 
     async def close(self) -> None:
         await self.reconciler.stop()
@@ -155,6 +163,8 @@ class Components:
         if self.owns_embedder:
             await self.embedder.close()
         self.tracer_provider.shutdown()
+        if self.metrics is not None:
+            await self.metrics.close()
 
 
 async def build_components(
@@ -190,7 +200,13 @@ async def build_components(
     )
     cipher = EnvelopeCipher(ring, store)
     result_cache, embedding_cache, redis_guard = build_caches(settings)
+    metrics = build_metrics(
+        settings.service_name, settings.metrics_listen, store.count_pending_index, settings.index_lag_sample_interval_s
+    )
+    result_cache = MeteredResultCache(result_cache, metrics.metrics)
+    embedding_cache = MeteredEmbeddingCache(embedding_cache, metrics.metrics)
     provider = build_tracer_provider(settings, span_processor)
+    provider.add_span_processor(MetricsSpanProcessor(metrics.metrics))
     tracer = tracer_of(provider)
     limits = Limits.from_settings(settings)
     recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
@@ -228,6 +244,7 @@ async def build_components(
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
+        metrics=metrics,
         retrieval=build_retrieval(settings, pipeline, store, cipher),
         redis=redis_guard,
     )

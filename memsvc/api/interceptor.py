@@ -133,7 +133,9 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
                     await self._enter(context)
                     async for item in behavior(request, context):
                         yield item
+                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
                 except MemsvcError as error:
+                    span.set_attribute("rpc.grpc.status_code", GRPC_CODES[error.code].value[0])
                     span.set_attribute("memsvc.error.reason", error.reason)
                     await context.abort_with_status(status_of(error))
                 except aio.AbortError:
@@ -141,6 +143,7 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
                 except Exception:
                     trace_id = format_trace_id(span.get_span_context().trace_id)
                     log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
+                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
                     await context.abort_with_status(internal_status(trace_id))
 
         return wrapped

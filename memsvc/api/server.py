@@ -72,6 +72,8 @@ class MemoryServer:
         await self.server.start()
         self.components.recorder.start()
         self.components.reconciler.start(self.components.settings.reconcile_interval_s)
+        if self.components.metrics is not None:
+            await self.components.metrics.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         self._readiness = asyncio.get_running_loop().create_task(self._watch_dependencies())
         return self.port

@@ -1,0 +1,251 @@
+"""Production metrics: OpenTelemetry instruments, exported on a Prometheus scrape endpoint.
+
+RPC and stage latencies are derived from the spans the service already opens (one per RPC, one
+per pipeline stage), so no stage carries metrics code of its own; caches are wrapped to count
+hits; index lag is sampled from the record store in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanKind
+
+from memsvc import __version__
+from memsvc.domain.models import Namespace
+from memsvc.stores.caches.base import CachedResult, EmbeddingCache, ResultCache
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+log = logging.getLogger(__name__)
+
+METER_NAME = "memsvc"
+STAGE_PREFIX = "memsvc.stage."
+# Seconds; dense where the service lives (a few ms to tens of ms), sparse out to the deadline.
+LATENCY_BUCKETS_S = (
+    0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
+    0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+# gRPC status codes by number (the RPC span carries the number, as the semantic conventions say).
+_STATUS_NAMES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+)  # fmt: skip
+
+
+def status_name(code: object) -> str:
+    if isinstance(code, int) and 0 <= code < len(_STATUS_NAMES):
+        return _STATUS_NAMES[code]
+    return "UNKNOWN"
+
+
+class ServiceMetrics:
+    """Every instrument of the service, on one meter provider built in the composition root."""
+
+    def __init__(self, provider: MeterProvider) -> None:
+        self.provider = provider
+        meter = provider.get_meter(METER_NAME, __version__)
+        self.rpc_duration = meter.create_histogram(
+            "memsvc.rpc.duration",
+            unit="s",
+            description="Server-side duration of each RPC, by service, method and gRPC status code",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
+        self.stage_duration = meter.create_histogram(
+            "memsvc.stage.duration",
+            unit="s",
+            description="Duration of each query pipeline stage",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS_S,
+        )
+        self.cache_lookups = meter.create_counter(
+            "memsvc.cache.lookups",
+            unit="{lookup}",
+            description="Cache lookups by cache (result, embedding) and result (hit, miss)",
+        )
+        self._index_lag = 0
+        meter.create_observable_gauge(
+            "memsvc.index.lag",
+            callbacks=[self._observe_index_lag],
+            unit="{row}",
+            description="Memory rows committed to the record store whose vector is not yet in the index",
+        )
+
+    def set_index_lag(self, rows: int) -> None:
+        self._index_lag = rows
+
+    def _observe_index_lag(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(self._index_lag)]
+
+    def record_span(self, span: ReadableSpan) -> None:
+        if span.start_time is None or span.end_time is None:
+            return
+        seconds = (span.end_time - span.start_time) / 1e9
+        attributes = span.attributes or {}
+        if span.name.startswith(STAGE_PREFIX):
+            self.stage_duration.record(seconds, {"stage": span.name.removeprefix(STAGE_PREFIX)})
+        elif span.kind is SpanKind.SERVER and "rpc.method" in attributes:
+            code = attributes.get("rpc.grpc.status_code")
+            self.rpc_duration.record(
+                seconds,
+                {
+                    "rpc.service": str(attributes.get("rpc.service", "")),
+                    "rpc.method": str(attributes["rpc.method"]),
+                    "rpc.grpc.status_code": status_name(code),
+                },
+            )
+
+    def cache_lookup(self, cache: str, hit: bool) -> None:
+        self.cache_lookups.add(1, {"cache": cache, "result": "hit" if hit else "miss"})
+
+
+class MetricsSpanProcessor(SpanProcessor):
+    """Turns ended RPC and stage spans into latency histograms (as a span-metrics connector does)."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._metrics = metrics
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._metrics.record_span(span)
+
+    def shutdown(self) -> None:
+        return
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class MeteredEmbeddingCache:
+    """An EmbeddingCache that counts hits and misses."""
+
+    def __init__(self, inner: EmbeddingCache, metrics: ServiceMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def get(self, key: str) -> npt.NDArray[np.float32] | None:
+        value = await self._inner.get(key)
+        self._metrics.cache_lookup("embedding", value is not None)
+        return value
+
+    async def put(self, key: str, vector: npt.NDArray[np.float32]) -> None:
+        await self._inner.put(key, vector)
+
+
+class MeteredResultCache:
+    """A ResultCache that counts hits and misses of its lookups."""
+
+    def __init__(self, inner: ResultCache, metrics: ServiceMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def lookup(self, namespace: Namespace, request_key: str) -> tuple[CachedResult | None, str]:
+        result, slot = await self._inner.lookup(namespace, request_key)
+        self._metrics.cache_lookup("result", result is not None)
+        return result, slot
+
+    async def store(self, slot: str, result: CachedResult) -> None:
+        await self._inner.store(slot, result)
+
+    async def invalidate(self, namespace: Namespace) -> None:
+        await self._inner.invalidate(namespace)
+
+    async def invalidate_many(self, namespaces: Sequence[Namespace]) -> None:
+        await self._inner.invalidate_many(namespaces)
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the scrape endpoint binds as configured
+
+
+class MetricsEndpoint:
+    """The Prometheus scrape endpoint (`/metrics`) and the background sampler of index lag."""
+
+    def __init__(
+        self,
+        metrics: ServiceMetrics,
+        reader: MetricReader | None,
+        registry: Any,
+        listen: str,
+        index_lag: Callable[[], Awaitable[int]],
+        sample_interval_s: float,
+    ) -> None:
+        self.metrics = metrics
+        self._reader = reader
+        self._registry = registry
+        self._listen = listen
+        self._index_lag = index_lag
+        self._interval_s = sample_interval_s
+        self._http: WSGIServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        if self._registry is not None and self._listen:
+            from prometheus_client import start_http_server
+
+            host, port = split_listen(self._listen)
+            self._http, _ = start_http_server(port, host, registry=self._registry)
+            self.port = int(self._http.server_port)
+            log.info("metrics on http://%s:%d/metrics", host, self.port)
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            try:
+                self.metrics.set_index_lag(await self._index_lag())
+            except Exception:
+                log.warning("sampling index lag failed", exc_info=True)
+            await asyncio.sleep(self._interval_s)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        self.metrics.provider.shutdown()
+
+
+def build_metrics(
+    service_name: str,
+    listen: str,
+    index_lag: Callable[[], Awaitable[int]],
+    sample_interval_s: float = 5.0,
+) -> MetricsEndpoint:
+    """Instruments on a meter provider; with `listen` set, a Prometheus reader on its own registry."""
+    reader: MetricReader | None = None
+    registry: Any = None
+    if listen:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry
+
+        # A registry per server, not the process-global one: tests run several servers at once.
+        registry = CollectorRegistry(auto_describe=True)
+        reader = PrometheusMetricReader(registry=registry)
+    provider = MeterProvider(
+        metric_readers=[reader] if reader is not None else [],
+        resource=Resource.create({"service.name": service_name, "service.version": __version__}),
+        shutdown_on_exit=False,
+    )
+    return MetricsEndpoint(ServiceMetrics(provider), reader, registry, listen, index_lag, sample_interval_s)
