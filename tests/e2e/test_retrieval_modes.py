@@ -57,7 +57,7 @@ class ScriptedLlm:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls.append(body)
                 system = body["messages"][0]["content"]
@@ -282,7 +282,9 @@ def test_agent_splits_independent_constraints(server: RunningServer) -> None:
 
 def test_auto_picks_a_mode_and_says_why(server: RunningServer) -> None:
     add(server, "u1", *MULTI_HOP)
-    chain = query(server, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AUTO)
+    chain = query(
+        server, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AUTO
+    )
     assert chain.report.mode == MODES.QUERY_MODE_AGENT
     assert any(n.startswith("auto: chose agent") for n in chain.report.notes)
     simple = query(server, "u1", "Maria's job", mode=MODES.QUERY_MODE_AUTO)
@@ -361,7 +363,9 @@ def test_slow_llm_times_out_within_the_deadline(server_factory: ServerFactory, l
     s = server_factory(llm_base_url=llm.base_url, llm_timeout_s=0.5)
     add(s, "u1", *MULTI_HOP)
     started = time.monotonic()
-    response = query(s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AGENT)
+    response = query(
+        s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AGENT
+    )
     assert time.monotonic() - started < 4.0
     assert any("timeout after 500 ms" in n for n in response.report.notes)
     assert response.report.selected_tool == "chain_of_query"  # the heuristic router took over
@@ -395,7 +399,9 @@ def test_agent_chain_with_llm_rewrites(server_factory: ServerFactory, llm: Scrip
     llm.script = script
     s = server_factory(llm_base_url=llm.base_url)
     add(s, "u1", *MULTI_HOP)
-    response = query(s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AGENT)
+    response = query(
+        s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AGENT
+    )
     report = response.report
     assert report.selected_tool == "chain_of_query"
     assert list(report.queries) == [
