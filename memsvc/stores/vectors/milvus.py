@@ -264,12 +264,25 @@ class MilvusVectorIndex:
             if location.namespace_term is not None:
                 row["ns"] = namespace.digest
             rows.append(row)
+        try:
+            await self._upsert_rows(location, rows)
+        except Unavailable:
+            if location.partition is None:
+                raise
+            # Another replica may have dropped this partition (ForgetUser) after this one cached
+            # it as ready: ensure it again and retry once. A real outage fails the retry too.
+            self._ready_partitions.discard((location.collection, location.partition))
+            location = await self._locate(namespace.digest, create=True)
+            assert location is not None
+            await self._upsert_rows(location, rows)
+        self._schedule_flush(location.collection)
+
+    async def _upsert_rows(self, location: Location, rows: list[dict[str, Any]]) -> None:
         await self._call(
             lambda: self._client.upsert(
                 location.collection, rows, **({"partition_name": location.partition} if location.partition else {})
             )
         )
-        self._schedule_flush(location.collection)
 
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
@@ -282,20 +295,33 @@ class MilvusVectorIndex:
             terms.insert(0, location.namespace_term)
         expression = " and ".join(f"({t})" for t in terms)
         kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
-        result = await self._call(
-            lambda: self._client.search(
-                location.collection,
-                data=[vector.tolist()],
-                limit=limit,
-                filter=expression,
-                output_fields=[],
-                search_params={"metric_type": "COSINE"},
-                # Strong: a write acknowledged by any replica is visible to this search.
-                consistency_level="Strong",
-                **kwargs,
+        try:
+            result = await self._call(
+                lambda: self._client.search(
+                    location.collection,
+                    data=[vector.tolist()],
+                    limit=limit,
+                    filter=expression,
+                    output_fields=[],
+                    search_params={"metric_type": "COSINE"},
+                    # Strong: a write acknowledged by any replica is visible to this search.
+                    consistency_level="Strong",
+                    **kwargs,
+                )
             )
-        )
+        except Unavailable:
+            if location.partition is None or await self._partition_exists(location):
+                raise
+            return []  # another replica dropped the partition (ForgetUser): nothing to find
         return [VectorHit(str(hit["id"]), float(hit["distance"])) for hit in result[0]]
+
+    async def _partition_exists(self, location: Location) -> bool:
+        collection, partition = location.collection, location.partition
+        assert partition is not None
+        exists = await self._call(lambda: bool(self._client.has_partition(collection, partition)))
+        if not exists:
+            self._ready_partitions.discard((collection, partition))
+        return exists
 
     async def delete(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
         await self.delete_by_digest(namespace.digest, memory_ids)
