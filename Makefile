@@ -14,11 +14,12 @@ export TRANSFORMERS_OFFLINE := 1
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "$(TORCH)"
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e clients/python
 	touch $(STAMP)
 
 run: install
@@ -26,16 +27,19 @@ run: install
 
 gen: install gen-clients docs
 	$(BIN)/python tools/gen_proto.py
+	$(BIN)/python clients/python/generate.py
 
 check-gen: install
 	$(BIN)/python tools/gen_proto.py --check
+	$(BIN)/python clients/python/generate.py --check
 
 lint: install
-	$(BIN)/ruff check memsvc tests tools
-	$(BIN)/ruff format --check memsvc tests tools
+	$(BIN)/ruff check memsvc tests tools clients/python
+	$(BIN)/ruff format --check memsvc tests tools clients/python
 
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --config-file clients/python/pyproject.toml
 
 system-deps:
 	tools/install_system_deps.sh
