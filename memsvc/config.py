@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     api_key_pepper: SecretStr = SecretStr("")
     bootstrap_dev_key: bool = True
     auth_cache_ttl_s: float = 2.0
+    # Requests per tenant per second (token bucket; 0 disables). With MEMSVC_REDIS_URL the bucket is
+    # shared by every replica; without it (or while Redis is down) each replica counts on its own.
+    rate_limit_per_tenant_rps: float = 0.0
+    # Requests a tenant may save up and spend at once; 0 means one second's worth.
+    rate_limit_per_tenant_burst: int = 0
 
     # Ranking
     weights: RankWeights = Field(default_factory=RankWeights)

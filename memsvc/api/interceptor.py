@@ -13,8 +13,9 @@ from grpc import aio
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_trace_id
 
 from memsvc.api.errors import GRPC_CODES, internal_status, status_of
+from memsvc.api.ratelimit import RateLimiter
 from memsvc.domain.models import Principal
-from memsvc.errors import MemsvcError, Unauthenticated
+from memsvc.errors import MemsvcError, ResourceExhausted, Unauthenticated
 from memsvc.keys import ApiKeys
 from memsvc.pipeline.context import Deadline
 
@@ -50,10 +51,13 @@ def bearer_token(context: Any) -> str:
 
 
 class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
-    def __init__(self, keys: ApiKeys, tracer: Tracer, default_deadline_s: float) -> None:
+    def __init__(
+        self, keys: ApiKeys, tracer: Tracer, default_deadline_s: float, limiter: RateLimiter | None = None
+    ) -> None:
         self._keys = keys
         self._tracer = tracer
         self._default_deadline_s = default_deadline_s
+        self._limiter = limiter
 
     async def intercept_service(
         self,
@@ -80,6 +84,14 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
 
     async def _enter(self, context: Any) -> None:
         principal = await self._keys.authenticate(bearer_token(context))
+        if self._limiter is not None:
+            wait_s = await self._limiter.acquire(principal.tenant)
+            if wait_s > 0:
+                raise ResourceExhausted(
+                    "this tenant is over its request rate; retry after the delay in RetryInfo",
+                    metadata={"limit": "requests_per_tenant_per_second"},
+                    retry_after_s=max(wait_s, 0.001),
+                )
         remaining = context.time_remaining()
         budget = self._default_deadline_s if remaining is None else min(remaining, self._default_deadline_s)
         CallState.principal.set(principal)

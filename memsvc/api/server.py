@@ -11,6 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from memsvc.api.interceptor import ServiceInterceptor
+from memsvc.api.ratelimit import build_rate_limiter
 from memsvc.api.servicers import QueryServicer, WriteServicer
 from memsvc.errors import FailedPrecondition, MemsvcError
 from memsvc.telemetry import tracer_of
@@ -48,9 +49,17 @@ class MemoryServer:
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
         ]
+        limiter = build_rate_limiter(
+            settings.rate_limit_per_tenant_rps,
+            settings.rate_limit_per_tenant_burst,
+            components.redis,
+            settings.redis_key_prefix,
+        )
         self.server = aio.server(
             interceptors=[
-                ServiceInterceptor(components.keys, tracer_of(components.tracer_provider), settings.default_deadline_s)
+                ServiceInterceptor(
+                    components.keys, tracer_of(components.tracer_provider), settings.default_deadline_s, limiter
+                )
             ],
             options=options,
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
