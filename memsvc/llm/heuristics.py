@@ -52,10 +52,15 @@ _ENTITY_AND = re.compile(r"\b([A-Z][\w'-]+)\s+(?:and|&)\s+([A-Z][\w'-]+)\b")
 _REFERS_BACK = re.compile(r"\b(?:it|that|this|they|them|he|she|him|her|there|those|these)\b", re.IGNORECASE)
 
 
-def is_trivial(message: str) -> bool:
-    """Greetings, acknowledgements and anything under 10 characters need no synthesis (seed 000)."""
+def is_trivial(message: str, has_context: bool = False) -> bool:
+    """Greetings, acknowledgements and anything under 10 characters need no synthesis (seed 000).
+
+    A message without content words is trivial too, unless recent turns can give it a subject.
+    """
     text = message.strip()
-    return len(text) < 10 or bool(_TRIVIAL.match(text)) or not content_words(text)
+    if len(text) < 10 or _TRIVIAL.match(text):
+        return True
+    return not content_words(text) and not has_context
 
 
 def declarative(query: str) -> str:
@@ -79,7 +84,7 @@ def _topic(query: str) -> str:
 
 def synthesize_questions(message: str, recent_turns: Sequence[str], count: int) -> list[str]:
     """Auxiliary questions from the message and recent turns: keywords, topic, conversation context."""
-    if count <= 0 or is_trivial(message):
+    if count <= 0 or is_trivial(message, bool(recent_turns)):
         return []
     kw = extract_keywords(message)
     out: list[str] = []

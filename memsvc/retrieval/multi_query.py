@@ -27,7 +27,7 @@ class MultiQuery:
 
     async def synthesize(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> list[str]:
         """Auxiliary questions: none for trivial messages; the LLM when configured, else heuristics."""
-        if is_trivial(request.query):
+        if is_trivial(request.query, bool(request.recent_turns)):
             report.notes.append("multi_query: trivial message, no auxiliary questions")
             return []
         with stage_span(self._pipeline.tracer, report, "synthesize"):
