@@ -2,11 +2,11 @@
 
 The first signal is relevance. With hybrid recall it is the candidate's Reciprocal Rank
 Fusion score divided by the best one of the query: raw RRF sums are tiny (at most
-2 / (k + 1)) and only meaningful relative to each other, so scaled by the best they span
-about 0.3-1 over a candidate list and the relevance weight (0.50 of 1.0) outweighs what the
-priors (recency, importance, ...) can add: those reorder near ties, but a memory found deep
-in one channel does not overtake the one both channels put first unless it is far fresher
-and more important. The breakdown keeps `semantic` as the cosine and shows `lexical`.
+2 / (k + 1)) and only meaningful relative to each other; scaled by the best they span about
+0.3-1 over a candidate list. Relevance multiplies the weighted priors (see `score`), so the
+priors (recency, importance, ...) reorder near ties but a memory found deep in one channel
+does not overtake the one both channels put first. The breakdown keeps `semantic` as the
+cosine and shows `lexical`.
 """
 
 from __future__ import annotations
@@ -54,10 +54,19 @@ class RankStage:
         )
 
     def score(self, b: ScoreBreakdown) -> float:
+        """relevance x (w_semantic + the weighted priors) / sum of weights, in [0, 1].
+
+        Relevance scales the priors instead of sitting beside them (a document prior times a
+        query likelihood, as in probabilistic retrieval): a prior can at most double a
+        memory's score (with the default weights), so it reorders near ties but never lifts
+        an irrelevant memory over a relevant one, and a perfect match with no priors still
+        scores w_semantic / total.
+        """
         w = self._weights
         total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
-        raw = (
-            w.semantic * (b.semantic if b.relevance is None else b.relevance)
+        relevance = b.semantic if b.relevance is None else b.relevance
+        raw = relevance * (
+            w.semantic
             + w.recency * b.recency
             + w.importance * b.importance
             + w.usage * b.usage

@@ -1,0 +1,166 @@
+"""The record-store postings of the lexical channel on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from memsvc.domain.models import (
+    MemoryFilter,
+    MemoryKind,
+    Namespace,
+    RetentionStatus,
+    Role,
+    StoredMemory,
+    Tier,
+    new_memory_id,
+)
+from memsvc.stores.lexical.base import Bm25, LexicalDoc
+from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
+from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.vectors.base import RecallFilter
+
+pytestmark = pytest.mark.integration
+T = TypeVar("T")
+
+ALICE = Namespace("acme", "default", "development", "alice")
+BOB = Namespace("acme", "default", "development", "bob")
+
+
+def row(ns: Namespace, *, tier: Tier = Tier.HOT, tags: tuple[str, ...] = (), session: str = "") -> StoredMemory:
+    return StoredMemory(
+        id=new_memory_id(),
+        namespace=ns,
+        ciphertext=b"sealed",
+        role=Role.USER,
+        kind=MemoryKind.FACT,
+        tags=tags,
+        session_id=session,
+        importance=0.5,
+        tier=tier,
+        created_at=1_000.0,
+        updated_at=1_000.0,
+        usage_count=0,
+        last_accessed_at=None,
+        quality=0.5,
+        consistency=1.0,
+        decay=1.0,
+        retention_status=RetentionStatus.ACTIVE,
+        embedding_version="v",
+        superseded_by="",
+        idempotency_key="",
+        indexed=False,
+    )
+
+
+class Stores:
+    def __init__(self, path: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.records = SqliteRecordStore(path)
+        self.run(self.records.migrate())
+        self.lexical = SqliteLexicalIndex(path, Bm25(k1=1.2, b=0.75))
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def add(self, ns: Namespace, terms: dict[int, int], **fields: Any) -> str:
+        stored = row(ns, **fields)
+        self.run(self.records.insert_memories([stored]))
+        self.run(self.lexical.index(ns, [LexicalDoc(stored.id, terms, sum(terms.values()))]))
+        return stored.id
+
+    def search(self, ns: Namespace, query: dict[int, int], f: RecallFilter | None = None) -> list[tuple[str, float]]:
+        hits = self.run(self.lexical.search(ns, query, 10, f or RecallFilter()))
+        return [(h.memory_id, h.score) for h in hits]
+
+    def close(self) -> None:
+        self.run(self.lexical.close())
+        self.run(self.records.close())
+        self.loop.close()
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Stores]:
+    s = Stores(tmp_path / "memsvc.db")
+    yield s
+    s.close()
+
+
+def bm25(tf: int, df: int, docs: int, length: int, avgdl: float, k1: float = 1.2, b: float = 0.75) -> float:
+    idf = math.log(1 + (docs - df + 0.5) / (df + 0.5))
+    return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))
+
+
+def test_bm25_summed_in_sql_matches_the_formula(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 2, 2: 1})  # length 3
+    b = stores.add(ALICE, {1: 1, 3: 4})  # length 5
+    stores.add(ALICE, {4: 1})  # length 1
+    avgdl = 9 / 3
+    hits = dict(stores.search(ALICE, {1: 1, 2: 1}))
+    assert hits[a] == pytest.approx(bm25(2, 2, 3, 3, avgdl) + bm25(1, 1, 3, 3, avgdl))
+    assert hits[b] == pytest.approx(bm25(1, 2, 3, 5, avgdl))
+    assert list(hits) == [a, b]  # best first, and the memory without a query term is absent
+    # A repeated query term counts twice.
+    assert dict(stores.search(ALICE, {2: 2}))[a] == pytest.approx(2 * bm25(1, 1, 3, 3, avgdl))
+    assert stores.run(stores.lexical.stats(ALICE)) == (3, 9)
+
+
+def test_namespaces_are_isolated_with_their_own_frequencies(stores: Stores) -> None:
+    mine = stores.add(ALICE, {7: 1})
+    theirs = stores.add(BOB, {7: 1})
+    stores.add(BOB, {7: 1, 8: 1})
+    assert [m for m, _ in stores.search(ALICE, {7: 1})] == [mine]
+    assert theirs in [m for m, _ in stores.search(BOB, {7: 1})]
+    # In Alice's namespace term 7 is in every document, so its IDF is the floor ln(1 + 0.5 / 1.5).
+    assert stores.search(ALICE, {7: 1})[0][1] == pytest.approx(bm25(1, 1, 1, 1, 1.0))
+
+
+def test_filters_apply_to_lexical_hits(stores: Stores) -> None:
+    hot = stores.add(ALICE, {5: 1}, tier=Tier.HOT, tags=("travel",), session="s1")
+    cold = stores.add(ALICE, {5: 1}, tier=Tier.COLD, tags=("work",), session="s2")
+    assert {m for m, _ in stores.search(ALICE, {5: 1})} == {hot, cold}
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(tier=Tier.COLD))] == [cold]
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(tags_any=("travel", "x")))] == [hot]
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(session_id="s2"))] == [cold]
+    assert stores.search(ALICE, {5: 1}, RecallFilter(created_after=2_000.0)) == []
+    stores.run(stores.records.update_memory(ALICE, hot, {"retention_status": RetentionStatus.ARCHIVED}, 1_001.0))
+    assert [m for m, _ in stores.search(ALICE, {5: 1})] == [cold]
+    assert {m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(include_inactive=True))} == {hot, cold}
+
+
+def test_reindex_replaces_and_delete_and_forget_remove_postings(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 1, 2: 1})
+    b = stores.add(ALICE, {1: 1})
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {3: 3}, 3)]))  # content changed
+    assert stores.search(ALICE, {2: 1}) == []
+    assert [m for m, _ in stores.search(ALICE, {3: 1})] == [a]
+    assert stores.run(stores.lexical.stats(ALICE)) == (2, 4)
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {3: 3}, 3)]))  # idempotent
+    assert stores.run(stores.lexical.stats(ALICE)) == (2, 4)
+    # Deleting the row drops its postings in the same transaction.
+    stores.run(stores.records.delete_memory(ALICE, a))
+    assert stores.search(ALICE, {3: 1}) == []
+    assert stores.run(stores.lexical.stats(ALICE)) == (1, 1)
+    # A late index call for a deleted row writes nothing.
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {3: 1}, 1)]))
+    assert stores.search(ALICE, {3: 1}) == []
+    other = stores.add(BOB, {1: 1})
+    stores.run(stores.records.forget_namespace(ALICE))
+    assert stores.run(stores.lexical.postings_count(ALICE)) == 0
+    assert stores.run(stores.lexical.stats(ALICE)) == (0, 0)
+    assert [m for m, _ in stores.search(BOB, {1: 1})] == [other]
+    assert b not in [m for m, _ in stores.search(BOB, {1: 1})]
+
+
+def test_remove_and_empty_queries(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 1})
+    assert stores.search(ALICE, {}) == []
+    stores.run(stores.lexical.remove(ALICE, [a]))
+    assert stores.search(ALICE, {1: 1}) == []
+    assert stores.run(stores.lexical.stats(ALICE)) == (0, 0)
+    assert stores.run(stores.records.list_memories(ALICE, MemoryFilter(), None, 10))  # the row stays

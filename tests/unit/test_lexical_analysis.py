@@ -1,0 +1,43 @@
+"""Normalisation, stemming and keyed term ids of the lexical channel."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from memsvc.stores.lexical.analysis import Analyzer, TermHasher
+
+
+def derive(purpose: str) -> bytes:
+    return hmac.new(b"k" * 32, purpose.encode(), hashlib.sha256).digest()
+
+
+def test_normalises_case_width_punctuation_and_possessives() -> None:
+    a = Analyzer()
+    fullwidth = "\uff2c\uff27\uff22\uff34\uff31"  # LGBTQ in full-width letters
+    assert a.tokens(f"Caroline's {fullwidth} support-group!!") == ["caroline", "lgbtq", "support", "group"]
+    assert a.tokens("Don\u2019t STOP; I'm here...") == ["stop"]  # contractions and stopwords go
+    assert a.tokens("a x 7 _ __init__") == ["7", "init"]  # single letters go, digits stay
+
+
+def test_stems_inflections_to_one_term() -> None:
+    a = Analyzer()
+    assert a.terms("researching") == a.terms("researched") == a.terms("research")
+    assert a.terms("adoption agencies") == a.terms("adopting agency")
+    assert a.terms("the and of to") == []
+
+
+def test_term_ids_are_keyed_per_tenant_and_stable() -> None:
+    hasher = TermHasher(derive)
+    assert hasher.term_id("acme", "genmaicha") == TermHasher(derive).term_id("acme", "genmaicha")
+    assert hasher.term_id("acme", "genmaicha") != hasher.term_id("globex", "genmaicha")
+    other_key = TermHasher(lambda p: derive("other" + p))
+    assert other_key.term_id("acme", "genmaicha") != hasher.term_id("acme", "genmaicha")
+    assert -(2**63) <= hasher.term_id("acme", "x") < 2**63
+
+
+def test_bag_counts_terms_and_carries_no_text() -> None:
+    bag = TermHasher(derive).bag("acme", "Genmaicha tea, more genmaicha TEA please")
+    assert bag.length == 5  # genmaicha tea genmaicha tea please ("more" is a stopword)
+    assert sorted(bag.counts.values()) == [1, 2, 2]
+    assert all(isinstance(term, int) for term in bag.counts)
