@@ -145,7 +145,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 # `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
-BENCHMARKS = ("query", "write", "scaling")
+BENCHMARKS = ("query", "write", "scaling", "locomo")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

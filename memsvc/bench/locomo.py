@@ -1,0 +1,311 @@
+"""Evidence recall on LoCoMo conversations through the real service, per query mode.
+
+Protocol (../shared/data/locomo/README.md): each conversation is one user; one memory per
+dialogue turn ("<speaker>: <text>" plus " [image: <caption>]"), created at its session's
+date, session id "session-N", role user, importance 0.5; every question of categories 1-4 is
+asked with limit 20, and evidence recall@5/7/10/20, hit@5/10 and MRR of the first evidence
+turn are averaged per category and overall. Annotations (observations, summaries, events)
+are never memories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memsvc.bench.harness import QUERY_MODES, BenchServer, percentile
+
+GROUPS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+GROUP_ORDER = ("multi-hop", "temporal", "open-domain", "single-hop", "overall")
+RECALL_KS = (5, 7, 10, 20)
+HIT_KS = (5, 10)
+LIMIT = 20
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
+_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: int
+    created_at: datetime
+    content: str
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    name: str
+    turns: list[Turn]
+    questions: list[Question]
+    skipped_adversarial: int = 0
+    dropped_no_evidence: int = 0
+    evidence_fixed: int = 0
+    evidence_removed: int = 0
+
+
+def turn_content(turn: Mapping[str, Any]) -> str:
+    content = f"{turn['speaker']}: {turn.get('text', '')}"
+    caption = turn.get("blip_caption")
+    if caption:
+        content += f" [image: {caption}]"
+    return content
+
+
+def clean_evidence(raw: Sequence[str], known: set[str]) -> tuple[tuple[str, ...], int, int]:
+    """Split "a; b", repair "D:11:26", drop ids with no such turn.
+
+    Returns the clean ids (in order, without repeats), how many were repaired, how many dropped.
+    """
+    out: list[str] = []
+    fixed = removed = 0
+    for entry in raw:
+        for part in re.split(r"[;,]", entry):
+            text = part.strip()
+            if not text:
+                continue
+            match = _DIA_ID.match(text)
+            canonical = f"D{match.group(1)}:{match.group(2)}" if match else text
+            if canonical != text:
+                fixed += 1
+            if canonical not in known:
+                removed += 1
+                continue
+            if canonical not in out:
+                out.append(canonical)
+    return tuple(out), fixed, removed
+
+
+def load_conversation(path: Path) -> Conversation:
+    data = json.loads(path.read_text())
+    turns: list[Turn] = []
+    sessions = sorted(int(m.group(1)) for key in data if (m := _SESSION_KEY.match(key)))
+    for n in sessions:
+        when = datetime.strptime(data[f"session_{n}_date_time"], _DATE_FORMAT).replace(tzinfo=UTC)
+        turns.extend(Turn(t["dia_id"], n, when, turn_content(t)) for t in data[f"session_{n}"])
+    conversation = Conversation(path.stem, turns, [])
+    known = {t.dia_id for t in turns}
+    for qa in data.get("qa", []):
+        category = int(qa["category"])
+        if category not in GROUPS:
+            conversation.skipped_adversarial += 1
+            continue
+        evidence, fixed, removed = clean_evidence(qa.get("evidence", []), known)
+        conversation.evidence_fixed += fixed
+        conversation.evidence_removed += removed
+        if not evidence:
+            conversation.dropped_no_evidence += 1
+            continue
+        conversation.questions.append(Question(qa["question"], category, evidence))
+    return conversation
+
+
+def load_conversations(data_dir: Path, limit: int = 0) -> list[Conversation]:
+    paths = sorted(data_dir.glob("*.json"))
+    if limit:
+        paths = paths[:limit]
+    return [load_conversation(p) for p in paths]
+
+
+@dataclass
+class Scores:
+    """Per-question metrics, summed, for one group."""
+
+    n: int = 0
+    recall: dict[int, float] = field(default_factory=lambda: dict.fromkeys(RECALL_KS, 0.0))
+    hit: dict[int, float] = field(default_factory=lambda: dict.fromkeys(HIT_KS, 0.0))
+    mrr: float = 0.0
+
+    def add(self, ranked: Sequence[Sequence[str]], evidence: Sequence[str]) -> None:
+        """`ranked`: the turn ids of each returned memory, best first."""
+        wanted = set(evidence)
+        self.n += 1
+        for k in RECALL_KS:
+            found = {d for ids in ranked[:k] for d in ids} & wanted
+            self.recall[k] += len(found) / len(wanted)
+        for k in HIT_KS:
+            self.hit[k] += 1.0 if any(d in wanted for ids in ranked[:k] for d in ids) else 0.0
+        first = next((i for i, ids in enumerate(ranked) if any(d in wanted for d in ids)), None)
+        self.mrr += 0.0 if first is None else 1.0 / (first + 1)
+
+    def as_dict(self) -> dict[str, float | int]:
+        n = max(self.n, 1)
+        out: dict[str, float | int] = {f"recall@{k}": round(self.recall[k] / n, 4) for k in RECALL_KS}
+        out.update({f"hit@{k}": round(self.hit[k] / n, 4) for k in HIT_KS})
+        out["mrr"] = round(self.mrr / n, 4)
+        out["n"] = self.n
+        return out
+
+
+@dataclass
+class ModeResult:
+    groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in GROUP_ORDER})
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {g: self.groups[g].as_dict() for g in GROUP_ORDER}
+        out["latency_ms"] = {
+            "p50": round(percentile(self.latencies_ms, 50), 2),
+            "p95": round(percentile(self.latencies_ms, 95), 2),
+        }
+        return out
+
+
+class ModeUnavailable(Exception):
+    """The server does not implement a query mode (yet)."""
+
+
+QueryFn = Callable[[str, str, str], list[str]]
+
+
+def write_conversation(client: Any, user: str, conversation: Conversation, batch: int = 64) -> dict[str, list[str]]:
+    """Write every turn as one memory; return memory id -> the turn ids it stands for."""
+    by_id: dict[str, list[str]] = {}
+    for start in range(0, len(conversation.turns), batch):
+        chunk = conversation.turns[start : start + batch]
+        memories = [
+            {
+                "content": t.content,
+                "role": "ROLE_USER",
+                "session_id": f"session-{t.session}",
+                "importance": 0.5,
+                "create_time": t.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "metadata": {"dia_id": t.dia_id},
+                "idempotency_key": f"locomo-{conversation.name}-{t.dia_id}",
+            }
+            for t in chunk
+        ]
+        response = client.add(user, memories)
+        for turn, stored in zip(chunk, response.get("memories", []), strict=True):
+            by_id.setdefault(stored["id"], []).append(turn.dia_id)
+    return by_id
+
+
+def evaluate(
+    conversations: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
+    modes: Sequence[str],
+    query: QueryFn,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[dict[str, ModeResult], dict[str, str]]:
+    """Ask every question in every mode; returns results per mode and the modes skipped (with why)."""
+    results: dict[str, ModeResult] = {}
+    skipped: dict[str, str] = {}
+    for mode in modes:
+        result = ModeResult()
+        try:
+            for conversation, user, dia_of in conversations:
+                for q in conversation.questions:
+                    started = time.perf_counter()
+                    ids = query(user, q.text, mode)
+                    result.latencies_ms.append((time.perf_counter() - started) * 1000)
+                    ranked = [list(dia_of.get(i, ())) for i in ids]
+                    result.groups[GROUPS[q.category]].add(ranked, q.evidence)
+                    result.groups["overall"].add(ranked, q.evidence)
+                progress(f"{mode}: {conversation.name} done")
+        except ModeUnavailable as exc:
+            skipped[mode] = str(exc)
+            continue
+        results[mode] = result
+    return results, skipped
+
+
+def format_table(mode: str, result: ModeResult) -> str:
+    lat = result.as_dict()["latency_ms"]
+    lines = [
+        f"{mode.upper()}  latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms",
+        f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}",
+    ]
+    for g in GROUP_ORDER:
+        d = result.groups[g].as_dict()
+        lines.append(
+            f"  {g:<12} {d['n']:>4}  {d['recall@5']:>6.3f} {d['recall@7']:>6.3f} {d['recall@10']:>6.3f} "
+            f"{d['recall@20']:>6.3f}  {d['hit@5']:>6.3f} {d['hit@10']:>6.3f}  {d['mrr']:>6.3f}"
+        )
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="directory of LoCoMo conversation files (*.json)")
+    parser.add_argument(
+        "--modes", default="direct", help=f"comma list of query modes ({', '.join(QUERY_MODES)}); default direct"
+    )
+    parser.add_argument("--json", type=Path, help="write the numbers to this file")
+    parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
+    parser.add_argument("--data-dir", type=Path, help="server data directory (default: a temporary one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from memsvc.api.client import ClientError, MemoryClient
+
+    modes = [m.strip().lower() for m in str(args.modes).split(",") if m.strip()]
+    unknown = [m for m in modes if m not in QUERY_MODES]
+    if unknown:
+        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(QUERY_MODES)}", file=sys.stderr)
+        return 2
+    conversations = load_conversations(args.data, args.limit_conversations)
+    if not conversations:
+        print(f"no LoCoMo files (*.json) in {args.data}", file=sys.stderr)
+        return 2
+    questions = sum(len(c.questions) for c in conversations)
+    print(
+        f"{len(conversations)} conversations, {sum(len(c.turns) for c in conversations)} turns, "
+        f"{questions} questions of categories 1-4; skipped {sum(c.skipped_adversarial for c in conversations)} "
+        f"adversarial (category 5); dropped {sum(c.dropped_no_evidence for c in conversations)} without valid "
+        f"evidence; evidence ids repaired {sum(c.evidence_fixed for c in conversations)}, "
+        f"removed {sum(c.evidence_removed for c in conversations)}",
+        flush=True,
+    )
+    bench = BenchServer.start(args.data_dir)
+    client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
+    try:
+        started = time.perf_counter()
+        loaded = []
+        for conversation in conversations:
+            user = f"locomo-{conversation.name}"
+            loaded.append((conversation, user, write_conversation(client, user, conversation)))
+        bench.settle()
+        print(f"wrote {sum(len(c.turns) for c in conversations)} memories in {time.perf_counter() - started:.1f} s")
+
+        def query(user: str, text: str, mode: str) -> list[str]:
+            try:
+                response = client.query(
+                    user,
+                    text,
+                    limit=LIMIT,
+                    mode=f"QUERY_MODE_{mode.upper()}",
+                    filter={"min_importance": 0.0},
+                    skip_cache=True,
+                )
+            except ClientError as exc:
+                if exc.code == "UNIMPLEMENTED":
+                    raise ModeUnavailable(f"UNIMPLEMENTED: {exc.message}") from exc
+                raise
+            return [m["memory"]["id"] for m in response.get("memories", [])]
+
+        results, skipped = evaluate(loaded, modes, query, lambda line: print(line, file=sys.stderr, flush=True))
+    finally:
+        client.close()
+        bench.stop()
+    for mode, result in results.items():
+        print(format_table(mode, result))
+    for mode, why in skipped.items():
+        print(f"{mode.upper()}  skipped ({why})")
+    if args.json:
+        args.json.write_text(json.dumps({m.upper(): r.as_dict() for m, r in results.items()}, indent=2) + "\n")
+    return 0
