@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     embedding_model_name: str = "all-MiniLM-L6-v2"
     embedding_dimension: int = 384
     embedding_batch_size: int = 64
-    embedding_batch_wait_ms: float = 2.0
+    # How long a query on an idle model waits for companions; batches form anyway while it is busy.
+    embedding_batch_wait_ms: float = 0.0
     embedding_base_url: str = ""
     embedding_api_key: SecretStr = SecretStr("")
     embedding_timeout_s: float = 10.0

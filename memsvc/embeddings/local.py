@@ -1,7 +1,9 @@
 """The bundled all-MiniLM-L6-v2 model (sentence-transformers), with micro-batching.
 
-Concurrent queries are gathered for a couple of milliseconds and embedded in one forward
-pass: on two cores one batch of 16 costs far less than 16 single embeddings.
+Concurrent queries share forward passes: while the model runs one batch, new texts queue and
+go together as the next batch when it finishes, so an idle service embeds a query at once and
+a busy one batches as deep as its load (on two cores one batch of 16 costs far less than 16
+single embeddings). `batch_wait_ms` optionally holds a query on an idle model for companions.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class LocalEmbedder:
         *,
         model_name: str = "all-MiniLM-L6-v2",
         batch_size: int = 64,
-        batch_wait_ms: float = 2.0,
+        batch_wait_ms: float = 0.0,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -56,6 +58,7 @@ class LocalEmbedder:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._queue: list[_Pending] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._running = False  # a micro-batch is in the model; new texts wait for it to finish
 
     @property
     def version(self) -> str:
@@ -68,7 +71,11 @@ class LocalEmbedder:
     def encode(self, texts: Sequence[str]) -> list[Vector]:
         """Blocking encode, for tools that measure the floor without the service."""
         matrix = self._model.encode(
-            list(texts), batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,  # its default follows the log level, and tqdm costs every call
         )
         return [np.asarray(row, dtype=np.float32) for row in matrix]
 
@@ -81,11 +88,12 @@ class LocalEmbedder:
             return await loop.run_in_executor(self._executor, self.encode, list(texts))
         pending = _Pending(list(texts), loop.create_future())
         self._queue.append(pending)
-        queued = sum(len(p.texts) for p in self._queue)
-        if queued >= self._batch_size:
-            self._flush()
-        elif self._flush_handle is None:
-            self._flush_handle = loop.call_later(self._batch_wait_s, self._flush)
+        # While a batch is in the model, its completion sends everything queued meanwhile.
+        if not self._running:
+            if self._batch_wait_s <= 0 or sum(len(p.texts) for p in self._queue) >= self._batch_size:
+                self._flush()
+            elif self._flush_handle is None:
+                self._flush_handle = loop.call_later(self._batch_wait_s, self._flush)
         return await pending.future
 
     def _flush(self) -> None:
@@ -97,10 +105,14 @@ class LocalEmbedder:
             return
         loop = asyncio.get_running_loop()
         texts = [t for p in batch for t in p.texts]
+        self._running = True
         work = loop.run_in_executor(self._executor, self.encode, texts)
 
         def deliver(done: asyncio.Future[list[Vector]]) -> None:
-            error = done.exception()
+            self._running = False
+            if self._queue:
+                self._flush()
+            error: BaseException | None = asyncio.CancelledError() if done.cancelled() else done.exception()
             offset = 0
             for p in batch:
                 if p.future.done():
