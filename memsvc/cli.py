@@ -95,6 +95,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
                     state = "revoked" if r.revoked_at else "active"
                     perms = ",".join(sorted(p.value for p in r.permissions))
                     print(f"{r.key_id}  {r.tenant}/{r.project}/{r.environment}  {perms}  {state}  {r.description}")
+            elif args.keys_command == "rotate-master":
+                return await _rotate_master(store, local_secrets(settings).master_keys)
             else:
                 if not await keys.revoke(args.key_id):
                     print(f"no active key {args.key_id}", file=sys.stderr)
@@ -105,6 +107,20 @@ def cmd_keys(args: argparse.Namespace) -> int:
             await store.close()
 
     return asyncio.run(run())
+
+
+async def _rotate_master(store: Any, master_keys: str) -> int:
+    from memsvc.crypto.keyring import MasterKeyRing
+    from memsvc.crypto.rotation import rotate_master_key
+
+    ring = MasterKeyRing.parse(master_keys)
+    report = await rotate_master_key(store, ring)
+    print(
+        f"re-wrapped {report.rewrapped} data keys under master key {ring.primary_version}; "
+        f"{report.orphaned} without memories left as they are; {report.changed_concurrently} changed meanwhile; "
+        f"{report.unreadable} need a master key that is not configured"
+    )
+    return 1 if report.unreadable else 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -173,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("list", help="list API keys")
     revoke = keys_sub.add_parser("revoke", help="revoke an API key")
     revoke.add_argument("key_id")
+    keys_sub.add_parser(
+        "rotate-master",
+        help="re-wrap every data key under the first key of MEMSVC_MASTER_KEYS (servers may keep serving)",
+    )
     keys.set_defaults(func=cmd_keys)
 
     def client_command(name: str, help_text: str) -> argparse.ArgumentParser:

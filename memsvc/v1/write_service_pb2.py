@@ -28,41 +28,61 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from memsvc.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/write_service.proto\x12\tmemsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\"\xbe\x02\n\tNewMemory\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.memsvc.v1.MemoryKind\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x17\n\nimportance\x18\x06 \x01(\x02H\x00\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x04tier\x18\x08 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\n \x01(\tB\r\n\x0b_importance\"M\n\x12\x41\x64\x64MemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12&\n\x08memories\x18\x02 \x03(\x0b\x32\x14.memsvc.v1.NewMemory\"K\n\x13\x41\x64\x64MemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x03(\x08\"\x8b\x01\n\x0cMemoryUpdate\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12\x12\n\nimportance\x18\x04 \x01(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x8c\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.memsvc.v1.MemoryUpdate\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"9\n\x14UpdateMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"2\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"+\n\x12\x46orgetUserResponse\x12\x15\n\rdeleted_count\x18\x01 \x01(\x03\"/\n\x10GetMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"6\n\x11GetMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"v\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"T\n\x14ListMemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xe2\x03\n\x0cWriteService\x12L\n\x0b\x41\x64\x64Memories\x12\x1d.memsvc.v1.AddMemoriesRequest\x1a\x1e.memsvc.v1.AddMemoriesResponse\x12O\n\x0cUpdateMemory\x12\x1e.memsvc.v1.UpdateMemoryRequest\x1a\x1f.memsvc.v1.UpdateMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\x1e.memsvc.v1.DeleteMemoryRequest\x1a\x1f.memsvc.v1.DeleteMemoryResponse\x12I\n\nForgetUser\x12\x1c.memsvc.v1.ForgetUserRequest\x1a\x1d.memsvc.v1.ForgetUserResponse\x12\x46\n\tGetMemory\x12\x1b.memsvc.v1.GetMemoryRequest\x1a\x1c.memsvc.v1.GetMemoryResponse\x12O\n\x0cListMemories\x12\x1e.memsvc.v1.ListMemoriesRequest\x1a\x1f.memsvc.v1.ListMemoriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/write_service.proto\x12\tmemsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\"\xef\x02\n\tNewMemory\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.memsvc.v1.MemoryKind\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x17\n\nimportance\x18\x06 \x01(\x02H\x00\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x04tier\x18\x08 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12/\n\x0b\x65xpire_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_importance\"c\n\x0f\x41\x64\x64MemoryResult\x12(\n\x07outcome\x18\x01 \x01(\x0e\x32\x17.memsvc.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x16\n\x0esuperseded_ids\x18\x03 \x03(\t\"M\n\x12\x41\x64\x64MemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12&\n\x08memories\x18\x02 \x03(\x0b\x32\x14.memsvc.v1.NewMemory\"x\n\x13\x41\x64\x64MemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x03(\x08\x12+\n\x07results\x18\x03 \x03(\x0b\x32\x1a.memsvc.v1.AddMemoryResult\"\xbc\x01\n\x0cMemoryUpdate\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12\x12\n\nimportance\x18\x04 \x01(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8c\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.memsvc.v1.MemoryUpdate\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"9\n\x14UpdateMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"2\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"+\n\x12\x46orgetUserResponse\x12\x15\n\rdeleted_count\x18\x01 \x01(\x03\"/\n\x10GetMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"6\n\x11GetMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"v\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"T\n\x14ListMemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08used_ids\x18\x03 \x03(\t\x12\x12\n\nunused_ids\x18\x04 \x03(\t\"?\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\x16\n\x0erecorded_count\x18\x01 \x01(\x05\x12\x13\n\x0bignored_ids\x18\x02 \x03(\t\"]\n\x17GetMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"_\n\x18GetMemoryHistoryResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.memsvc.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x15\x45xportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x16\x45xportMemoriesResponse\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"R\n\x15ImportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"[\n\x16ImportMemoriesResponse\x12\x16\n\x0eimported_count\x18\x01 \x01(\x05\x12\x15\n\rskipped_count\x18\x02 \x01(\x05\x12\x12\n\nmemory_ids\x18\x03 \x03(\t*\x93\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12#\n\x1fWRITE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12$\n WRITE_OUTCOME_CONFIRMED_EXISTING\x10\x03\x32\xb4\x06\n\x0cWriteService\x12L\n\x0b\x41\x64\x64Memories\x12\x1d.memsvc.v1.AddMemoriesRequest\x1a\x1e.memsvc.v1.AddMemoriesResponse\x12O\n\x0cUpdateMemory\x12\x1e.memsvc.v1.UpdateMemoryRequest\x1a\x1f.memsvc.v1.UpdateMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\x1e.memsvc.v1.DeleteMemoryRequest\x1a\x1f.memsvc.v1.DeleteMemoryResponse\x12I\n\nForgetUser\x12\x1c.memsvc.v1.ForgetUserRequest\x1a\x1d.memsvc.v1.ForgetUserResponse\x12\x46\n\tGetMemory\x12\x1b.memsvc.v1.GetMemoryRequest\x1a\x1c.memsvc.v1.GetMemoryResponse\x12O\n\x0cListMemories\x12\x1e.memsvc.v1.ListMemoriesRequest\x1a\x1f.memsvc.v1.ListMemoriesResponse\x12\x43\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x1a.memsvc.v1.FeedbackRequest\x1a\x1b.memsvc.v1.FeedbackResponse\x12[\n\x10GetMemoryHistory\x12\".memsvc.v1.GetMemoryHistoryRequest\x1a#.memsvc.v1.GetMemoryHistoryResponse\x12W\n\x0e\x45xportMemories\x12 .memsvc.v1.ExportMemoriesRequest\x1a!.memsvc.v1.ExportMemoriesResponse0\x01\x12U\n\x0eImportMemories\x12 .memsvc.v1.ImportMemoriesRequest\x1a!.memsvc.v1.ImportMemoriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memsvc.v1.write_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_WRITEOUTCOME']._serialized_start=2339
+  _globals['_WRITEOUTCOME']._serialized_end=2486
   _globals['_NEWMEMORY']._serialized_start=166
-  _globals['_NEWMEMORY']._serialized_end=484
-  _globals['_ADDMEMORIESREQUEST']._serialized_start=486
-  _globals['_ADDMEMORIESREQUEST']._serialized_end=563
-  _globals['_ADDMEMORIESRESPONSE']._serialized_start=565
-  _globals['_ADDMEMORIESRESPONSE']._serialized_end=640
-  _globals['_MEMORYUPDATE']._serialized_start=643
-  _globals['_MEMORYUPDATE']._serialized_end=782
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=785
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=925
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=927
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=984
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=986
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=1036
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1038
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1060
-  _globals['_FORGETUSERREQUEST']._serialized_start=1062
-  _globals['_FORGETUSERREQUEST']._serialized_end=1098
-  _globals['_FORGETUSERRESPONSE']._serialized_start=1100
-  _globals['_FORGETUSERRESPONSE']._serialized_end=1143
-  _globals['_GETMEMORYREQUEST']._serialized_start=1145
-  _globals['_GETMEMORYREQUEST']._serialized_end=1192
-  _globals['_GETMEMORYRESPONSE']._serialized_start=1194
-  _globals['_GETMEMORYRESPONSE']._serialized_end=1248
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=1250
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=1368
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=1370
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=1454
-  _globals['_WRITESERVICE']._serialized_start=1457
-  _globals['_WRITESERVICE']._serialized_end=1939
+  _globals['_NEWMEMORY']._serialized_end=533
+  _globals['_ADDMEMORYRESULT']._serialized_start=535
+  _globals['_ADDMEMORYRESULT']._serialized_end=634
+  _globals['_ADDMEMORIESREQUEST']._serialized_start=636
+  _globals['_ADDMEMORIESREQUEST']._serialized_end=713
+  _globals['_ADDMEMORIESRESPONSE']._serialized_start=715
+  _globals['_ADDMEMORIESRESPONSE']._serialized_end=835
+  _globals['_MEMORYUPDATE']._serialized_start=838
+  _globals['_MEMORYUPDATE']._serialized_end=1026
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=1029
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1169
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1171
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1228
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=1230
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=1280
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1282
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1304
+  _globals['_FORGETUSERREQUEST']._serialized_start=1306
+  _globals['_FORGETUSERREQUEST']._serialized_end=1342
+  _globals['_FORGETUSERRESPONSE']._serialized_start=1344
+  _globals['_FORGETUSERRESPONSE']._serialized_end=1387
+  _globals['_GETMEMORYREQUEST']._serialized_start=1389
+  _globals['_GETMEMORYREQUEST']._serialized_end=1436
+  _globals['_GETMEMORYRESPONSE']._serialized_start=1438
+  _globals['_GETMEMORYRESPONSE']._serialized_end=1492
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=1494
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=1612
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=1614
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=1698
+  _globals['_FEEDBACKREQUEST']._serialized_start=1700
+  _globals['_FEEDBACKREQUEST']._serialized_end=1792
+  _globals['_FEEDBACKRESPONSE']._serialized_start=1794
+  _globals['_FEEDBACKRESPONSE']._serialized_end=1857
+  _globals['_GETMEMORYHISTORYREQUEST']._serialized_start=1859
+  _globals['_GETMEMORYHISTORYREQUEST']._serialized_end=1952
+  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_start=1954
+  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_end=2049
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_start=2051
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_end=2091
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_start=2093
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_end=2159
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_start=2161
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_end=2243
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_start=2245
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_end=2336
+  _globals['_WRITESERVICE']._serialized_start=2489
+  _globals['_WRITESERVICE']._serialized_end=3309
 # @@protoc_insertion_point(module_scope)

@@ -14,6 +14,7 @@ from memsvc.domain.models import (
     StoredMemory,
     WrappedDataKey,
 )
+from memsvc.stores.records.datakeys import StaleDataKey
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,14 @@ class RecordStore(Protocol):
     async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None: ...
 
     async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey: ...
+
+    async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]:
+        """Data keys not wrapped by `master_version`, ordered by (digest, version) after `after`."""
+        ...
+
+    async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool:
+        """Replace the wrapping of `key` if it is still the stored one (compare-and-set)."""
+        ...
 
     # Vector placement registry
     async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None: ...

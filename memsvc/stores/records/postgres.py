@@ -30,6 +30,7 @@ from memsvc.stores.records.base import (
     VectorPlacement,
     VectorTombstone,
 )
+from memsvc.stores.records.datakeys import StaleDataKey, stale_data_key
 from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS
 from memsvc.stores.records.rows import (
     API_KEY_COLUMNS,
@@ -382,6 +383,27 @@ class PostgresRecordStore:
         if row is None:  # only a concurrent forget can remove it between the two statements
             raise Unavailable("the data key was removed concurrently; retry", retry_after_s=0.1)
         return WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
+
+    async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT d.ns, d.version, d.master_version, d.wrapped, (SELECT m.tenant || chr(31) || m.project "
+                "|| chr(31) || m.environment || chr(31) || m.user_id FROM memories m WHERE m.ns = d.ns LIMIT 1) "
+                "FROM data_keys d WHERE d.master_version <> %s AND (d.ns, d.version) > (%s, %s) "
+                "ORDER BY d.ns, d.version LIMIT %s",
+                (master_version, after[0], after[1], limit),
+            )
+            rows = await cur.fetchall()
+        return [stale_data_key(r) for r in rows]
+
+    async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "UPDATE data_keys SET master_version = %s, wrapped = %s "
+                "WHERE ns = %s AND version = %s AND master_version = %s AND wrapped = %s",
+                (master_version, wrapped, key.namespace_digest, key.version, key.master_version, key.wrapped),
+            )
+            return cur.rowcount > 0
 
     # -- vector placement ---------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from memsvc.stores.records.base import (
     VectorPlacement,
     VectorTombstone,
 )
+from memsvc.stores.records.datakeys import StaleDataKey, stale_data_key
 from memsvc.stores.records.migrations import SQLITE_MIGRATIONS
 from memsvc.stores.records.rows import (
     API_KEY_COLUMNS,
@@ -431,6 +432,31 @@ class SqliteRecordStore:
             return WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
 
         return await self._write(put)
+
+    async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]:
+        rows = await self._run(
+            lambda conn: conn.execute(
+                "SELECT d.ns, d.version, d.master_version, d.wrapped, (SELECT m.tenant || char(31) || m.project "
+                "|| char(31) || m.environment || char(31) || m.user_id FROM memories m WHERE m.ns = d.ns LIMIT 1) "
+                "FROM data_keys d WHERE d.master_version <> ? AND (d.ns, d.version) > (?, ?) "
+                "ORDER BY d.ns, d.version LIMIT ?",
+                (master_version, after[0], after[1], limit),
+            ).fetchall()
+        )
+        return [stale_data_key(r) for r in rows]
+
+    async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool:
+        def rewrap(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "UPDATE data_keys SET master_version = ?, wrapped = ? "
+                    "WHERE ns = ? AND version = ? AND master_version = ? AND wrapped = ?",
+                    (master_version, wrapped, key.namespace_digest, key.version, key.master_version, key.wrapped),
+                ).rowcount
+                > 0
+            )
+
+        return await self._write(rewrap)
 
     # -- vector placement ---------------------------------------------------------------------
 

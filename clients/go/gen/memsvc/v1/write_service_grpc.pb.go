@@ -33,6 +33,21 @@ type WriteServiceClient interface {
 	GetMemory(ctx context.Context, in *GetMemoryRequest, opts ...grpc.CallOption) (*GetMemoryResponse, error)
 	// ListMemories pages through a user's memories, newest first.
 	ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error)
+	// Feedback reports, for the results of one query (named by the request_id the query
+	// returned), which memories the caller used and which it did not. Memories surfaced often but
+	// never used lose vitality and rank lower. Reporting the same memory for the same request
+	// again changes nothing.
+	Feedback(ctx context.Context, in *FeedbackRequest, opts ...grpc.CallOption) (*FeedbackResponse, error)
+	// GetMemoryHistory pages through the versions of one memory, oldest first: who changed it,
+	// when, what changed, and its content after each change.
+	GetMemoryHistory(ctx context.Context, in *GetMemoryHistoryRequest, opts ...grpc.CallOption) (*GetMemoryHistoryResponse, error)
+	// ExportMemories streams every memory of one user, in every retention status, with its full
+	// history. Each MemoryRecord is one line of the JSON Lines format of docs/export-format.md.
+	ExportMemories(ctx context.Context, in *ExportMemoriesRequest, opts ...grpc.CallOption) (WriteService_ExportMemoriesClient, error)
+	// ImportMemories stores memory records exported by ExportMemories (from this or another
+	// deployment) for one user, keeping their ids, creation times, scores and history. It is
+	// idempotent: a record imported before is skipped.
+	ImportMemories(ctx context.Context, in *ImportMemoriesRequest, opts ...grpc.CallOption) (*ImportMemoriesResponse, error)
 }
 
 type writeServiceClient struct {
@@ -97,6 +112,65 @@ func (c *writeServiceClient) ListMemories(ctx context.Context, in *ListMemoriesR
 	return out, nil
 }
 
+func (c *writeServiceClient) Feedback(ctx context.Context, in *FeedbackRequest, opts ...grpc.CallOption) (*FeedbackResponse, error) {
+	out := new(FeedbackResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.WriteService/Feedback", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *writeServiceClient) GetMemoryHistory(ctx context.Context, in *GetMemoryHistoryRequest, opts ...grpc.CallOption) (*GetMemoryHistoryResponse, error) {
+	out := new(GetMemoryHistoryResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.WriteService/GetMemoryHistory", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *writeServiceClient) ExportMemories(ctx context.Context, in *ExportMemoriesRequest, opts ...grpc.CallOption) (WriteService_ExportMemoriesClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_WriteService_serviceDesc.Streams[0], "/memsvc.v1.WriteService/ExportMemories", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &writeServiceExportMemoriesClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type WriteService_ExportMemoriesClient interface {
+	Recv() (*ExportMemoriesResponse, error)
+	grpc.ClientStream
+}
+
+type writeServiceExportMemoriesClient struct {
+	grpc.ClientStream
+}
+
+func (x *writeServiceExportMemoriesClient) Recv() (*ExportMemoriesResponse, error) {
+	m := new(ExportMemoriesResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *writeServiceClient) ImportMemories(ctx context.Context, in *ImportMemoriesRequest, opts ...grpc.CallOption) (*ImportMemoriesResponse, error) {
+	out := new(ImportMemoriesResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.WriteService/ImportMemories", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WriteServiceServer is the server API for WriteService service.
 // All implementations must embed UnimplementedWriteServiceServer
 // for forward compatibility
@@ -117,6 +191,21 @@ type WriteServiceServer interface {
 	GetMemory(context.Context, *GetMemoryRequest) (*GetMemoryResponse, error)
 	// ListMemories pages through a user's memories, newest first.
 	ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error)
+	// Feedback reports, for the results of one query (named by the request_id the query
+	// returned), which memories the caller used and which it did not. Memories surfaced often but
+	// never used lose vitality and rank lower. Reporting the same memory for the same request
+	// again changes nothing.
+	Feedback(context.Context, *FeedbackRequest) (*FeedbackResponse, error)
+	// GetMemoryHistory pages through the versions of one memory, oldest first: who changed it,
+	// when, what changed, and its content after each change.
+	GetMemoryHistory(context.Context, *GetMemoryHistoryRequest) (*GetMemoryHistoryResponse, error)
+	// ExportMemories streams every memory of one user, in every retention status, with its full
+	// history. Each MemoryRecord is one line of the JSON Lines format of docs/export-format.md.
+	ExportMemories(*ExportMemoriesRequest, WriteService_ExportMemoriesServer) error
+	// ImportMemories stores memory records exported by ExportMemories (from this or another
+	// deployment) for one user, keeping their ids, creation times, scores and history. It is
+	// idempotent: a record imported before is skipped.
+	ImportMemories(context.Context, *ImportMemoriesRequest) (*ImportMemoriesResponse, error)
 	mustEmbedUnimplementedWriteServiceServer()
 }
 
@@ -141,6 +230,18 @@ func (UnimplementedWriteServiceServer) GetMemory(context.Context, *GetMemoryRequ
 }
 func (UnimplementedWriteServiceServer) ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListMemories not implemented")
+}
+func (UnimplementedWriteServiceServer) Feedback(context.Context, *FeedbackRequest) (*FeedbackResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Feedback not implemented")
+}
+func (UnimplementedWriteServiceServer) GetMemoryHistory(context.Context, *GetMemoryHistoryRequest) (*GetMemoryHistoryResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetMemoryHistory not implemented")
+}
+func (UnimplementedWriteServiceServer) ExportMemories(*ExportMemoriesRequest, WriteService_ExportMemoriesServer) error {
+	return status.Errorf(codes.Unimplemented, "method ExportMemories not implemented")
+}
+func (UnimplementedWriteServiceServer) ImportMemories(context.Context, *ImportMemoriesRequest) (*ImportMemoriesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ImportMemories not implemented")
 }
 func (UnimplementedWriteServiceServer) mustEmbedUnimplementedWriteServiceServer() {}
 
@@ -263,6 +364,81 @@ func _WriteService_ListMemories_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WriteService_Feedback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FeedbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriteServiceServer).Feedback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.WriteService/Feedback",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriteServiceServer).Feedback(ctx, req.(*FeedbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WriteService_GetMemoryHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMemoryHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriteServiceServer).GetMemoryHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.WriteService/GetMemoryHistory",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriteServiceServer).GetMemoryHistory(ctx, req.(*GetMemoryHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WriteService_ExportMemories_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportMemoriesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WriteServiceServer).ExportMemories(m, &writeServiceExportMemoriesServer{stream})
+}
+
+type WriteService_ExportMemoriesServer interface {
+	Send(*ExportMemoriesResponse) error
+	grpc.ServerStream
+}
+
+type writeServiceExportMemoriesServer struct {
+	grpc.ServerStream
+}
+
+func (x *writeServiceExportMemoriesServer) Send(m *ExportMemoriesResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func _WriteService_ImportMemories_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportMemoriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriteServiceServer).ImportMemories(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.WriteService/ImportMemories",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriteServiceServer).ImportMemories(ctx, req.(*ImportMemoriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _WriteService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "memsvc.v1.WriteService",
 	HandlerType: (*WriteServiceServer)(nil),
@@ -291,7 +467,25 @@ var _WriteService_serviceDesc = grpc.ServiceDesc{
 			MethodName: "ListMemories",
 			Handler:    _WriteService_ListMemories_Handler,
 		},
+		{
+			MethodName: "Feedback",
+			Handler:    _WriteService_Feedback_Handler,
+		},
+		{
+			MethodName: "GetMemoryHistory",
+			Handler:    _WriteService_GetMemoryHistory_Handler,
+		},
+		{
+			MethodName: "ImportMemories",
+			Handler:    _WriteService_ImportMemories_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportMemories",
+			Handler:       _WriteService_ExportMemories_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "memsvc/v1/write_service.proto",
 }

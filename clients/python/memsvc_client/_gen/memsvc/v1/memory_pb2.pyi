@@ -42,6 +42,17 @@ class RetentionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RETENTION_STATUS_ACTIVE: _ClassVar[RetentionStatus]
     RETENTION_STATUS_SUPERSEDED: _ClassVar[RetentionStatus]
     RETENTION_STATUS_ARCHIVED: _ClassVar[RetentionStatus]
+
+class MemoryChange(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMORY_CHANGE_UNSPECIFIED: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_CREATE: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_UPDATE: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_SUPERSEDE: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_CONFIRM: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_TIER_MOVE: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_DELETE: _ClassVar[MemoryChange]
+    MEMORY_CHANGE_IMPORT: _ClassVar[MemoryChange]
 ROLE_UNSPECIFIED: Role
 ROLE_USER: Role
 ROLE_ASSISTANT: Role
@@ -62,9 +73,24 @@ RETENTION_STATUS_UNSPECIFIED: RetentionStatus
 RETENTION_STATUS_ACTIVE: RetentionStatus
 RETENTION_STATUS_SUPERSEDED: RetentionStatus
 RETENTION_STATUS_ARCHIVED: RetentionStatus
+MEMORY_CHANGE_UNSPECIFIED: MemoryChange
+MEMORY_CHANGE_CREATE: MemoryChange
+MEMORY_CHANGE_UPDATE: MemoryChange
+MEMORY_CHANGE_SUPERSEDE: MemoryChange
+MEMORY_CHANGE_CONFIRM: MemoryChange
+MEMORY_CHANGE_TIER_MOVE: MemoryChange
+MEMORY_CHANGE_DELETE: MemoryChange
+MEMORY_CHANGE_IMPORT: MemoryChange
 
 class Memory(_message.Message):
-    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by")
+    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by", "expire_time", "confirmation_count", "score_reasons", "vitality")
+    class ScoreReasonsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +111,10 @@ class Memory(_message.Message):
     RETENTION_STATUS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_VERSION_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_REASONS_FIELD_NUMBER: _ClassVar[int]
+    VITALITY_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     content: str
@@ -105,7 +135,49 @@ class Memory(_message.Message):
     retention_status: RetentionStatus
     embedding_version: str
     superseded_by: str
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ...) -> None: ...
+    expire_time: _timestamp_pb2.Timestamp
+    confirmation_count: int
+    score_reasons: _containers.ScalarMap[str, str]
+    vitality: float
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmation_count: _Optional[int] = ..., score_reasons: _Optional[_Mapping[str, str]] = ..., vitality: _Optional[float] = ...) -> None: ...
+
+class MemoryVersion(_message.Message):
+    __slots__ = ("id", "memory_id", "version", "create_time", "actor", "change", "changed_fields", "description", "content", "metadata", "tier", "retention_status", "importance")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    memory_id: str
+    version: int
+    create_time: _timestamp_pb2.Timestamp
+    actor: str
+    change: MemoryChange
+    changed_fields: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    content: str
+    metadata: _struct_pb2.Struct
+    tier: Tier
+    retention_status: RetentionStatus
+    importance: float
+    def __init__(self, id: _Optional[str] = ..., memory_id: _Optional[str] = ..., version: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., change: _Optional[_Union[MemoryChange, str]] = ..., changed_fields: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., importance: _Optional[float] = ...) -> None: ...
+
+class MemoryRecord(_message.Message):
+    __slots__ = ("memory", "versions")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
     __slots__ = ("semantic", "recency", "importance", "usage", "quality", "consistency", "decay", "lexical", "dense_rank", "lexical_rank")

@@ -5,6 +5,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from memsvc_client._gen.memsvc.v1 import memory_pb2 as _memory_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -12,8 +13,19 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WRITE_OUTCOME_UNSPECIFIED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_CREATED: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_IDEMPOTENT_REPLAY: _ClassVar[WriteOutcome]
+    WRITE_OUTCOME_CONFIRMED_EXISTING: _ClassVar[WriteOutcome]
+WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
+WRITE_OUTCOME_CREATED: WriteOutcome
+WRITE_OUTCOME_IDEMPOTENT_REPLAY: WriteOutcome
+WRITE_OUTCOME_CONFIRMED_EXISTING: WriteOutcome
+
 class NewMemory(_message.Message):
-    __slots__ = ("content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "idempotency_key")
+    __slots__ = ("content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "idempotency_key", "expire_time")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +36,7 @@ class NewMemory(_message.Message):
     TIER_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     content: str
     role: _memory_pb2.Role
     kind: _memory_pb2.MemoryKind
@@ -34,7 +47,18 @@ class NewMemory(_message.Message):
     tier: _memory_pb2.Tier
     create_time: _timestamp_pb2.Timestamp
     idempotency_key: str
-    def __init__(self, content: _Optional[str] = ..., role: _Optional[_Union[_memory_pb2.Role, str]] = ..., kind: _Optional[_Union[_memory_pb2.MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[_memory_pb2.Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, content: _Optional[str] = ..., role: _Optional[_Union[_memory_pb2.Role, str]] = ..., kind: _Optional[_Union[_memory_pb2.MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[_memory_pb2.Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AddMemoryResult(_message.Message):
+    __slots__ = ("outcome", "reason", "superseded_ids")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_IDS_FIELD_NUMBER: _ClassVar[int]
+    outcome: WriteOutcome
+    reason: str
+    superseded_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, outcome: _Optional[_Union[WriteOutcome, str]] = ..., reason: _Optional[str] = ..., superseded_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AddMemoriesRequest(_message.Message):
     __slots__ = ("user_id", "memories")
@@ -45,26 +69,30 @@ class AddMemoriesRequest(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., memories: _Optional[_Iterable[_Union[NewMemory, _Mapping]]] = ...) -> None: ...
 
 class AddMemoriesResponse(_message.Message):
-    __slots__ = ("memories", "created")
+    __slots__ = ("memories", "created", "results")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     created: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., created: _Optional[_Iterable[bool]] = ...) -> None: ...
+    results: _containers.RepeatedCompositeFieldContainer[AddMemoryResult]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., created: _Optional[_Iterable[bool]] = ..., results: _Optional[_Iterable[_Union[AddMemoryResult, _Mapping]]] = ...) -> None: ...
 
 class MemoryUpdate(_message.Message):
-    __slots__ = ("content", "tags", "tier", "importance", "metadata")
+    __slots__ = ("content", "tags", "tier", "importance", "metadata", "expire_time")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     TIER_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     content: str
     tags: _containers.RepeatedScalarFieldContainer[str]
     tier: _memory_pb2.Tier
     importance: float
     metadata: _struct_pb2.Struct
-    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tier: _Optional[_Union[_memory_pb2.Tier, str]] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tier: _Optional[_Union[_memory_pb2.Tier, str]] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
     __slots__ = ("user_id", "id", "memory", "update_mask")
@@ -141,3 +169,73 @@ class ListMemoriesResponse(_message.Message):
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     next_page_token: str
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class FeedbackRequest(_message.Message):
+    __slots__ = ("user_id", "request_id", "used_ids", "unused_ids")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    USED_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNUSED_IDS_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    request_id: str
+    used_ids: _containers.RepeatedScalarFieldContainer[str]
+    unused_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, user_id: _Optional[str] = ..., request_id: _Optional[str] = ..., used_ids: _Optional[_Iterable[str]] = ..., unused_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FeedbackResponse(_message.Message):
+    __slots__ = ("recorded_count", "ignored_ids")
+    RECORDED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    IGNORED_IDS_FIELD_NUMBER: _ClassVar[int]
+    recorded_count: int
+    ignored_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, recorded_count: _Optional[int] = ..., ignored_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetMemoryHistoryRequest(_message.Message):
+    __slots__ = ("user_id", "id", "page_size", "page_token")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    id: str
+    page_size: int
+    page_token: str
+    def __init__(self, user_id: _Optional[str] = ..., id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetMemoryHistoryResponse(_message.Message):
+    __slots__ = ("versions", "next_page_token")
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryVersion]
+    next_page_token: str
+    def __init__(self, versions: _Optional[_Iterable[_Union[_memory_pb2.MemoryVersion, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ExportMemoriesRequest(_message.Message):
+    __slots__ = ("user_id",)
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    def __init__(self, user_id: _Optional[str] = ...) -> None: ...
+
+class ExportMemoriesResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[_memory_pb2.MemoryRecord, _Mapping]]] = ...) -> None: ...
+
+class ImportMemoriesRequest(_message.Message):
+    __slots__ = ("user_id", "records")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    records: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemoryRecord]
+    def __init__(self, user_id: _Optional[str] = ..., records: _Optional[_Iterable[_Union[_memory_pb2.MemoryRecord, _Mapping]]] = ...) -> None: ...
+
+class ImportMemoriesResponse(_message.Message):
+    __slots__ = ("imported_count", "skipped_count", "memory_ids")
+    IMPORTED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    imported_count: int
+    skipped_count: int
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, imported_count: _Optional[int] = ..., skipped_count: _Optional[int] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...

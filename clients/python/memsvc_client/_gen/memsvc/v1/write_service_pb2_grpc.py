@@ -68,6 +68,26 @@ class WriteServiceStub:
                 request_serializer=memsvc_dot_v1_dot_write__service__pb2.ListMemoriesRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_write__service__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
+        self.Feedback = channel.unary_unary(
+                '/memsvc.v1.WriteService/Feedback',
+                request_serializer=memsvc_dot_v1_dot_write__service__pb2.FeedbackRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_write__service__pb2.FeedbackResponse.FromString,
+                _registered_method=True)
+        self.GetMemoryHistory = channel.unary_unary(
+                '/memsvc.v1.WriteService/GetMemoryHistory',
+                request_serializer=memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryResponse.FromString,
+                _registered_method=True)
+        self.ExportMemories = channel.unary_stream(
+                '/memsvc.v1.WriteService/ExportMemories',
+                request_serializer=memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ImportMemories = channel.unary_unary(
+                '/memsvc.v1.WriteService/ImportMemories',
+                request_serializer=memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class WriteServiceServicer:
@@ -123,6 +143,41 @@ class WriteServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Feedback(self, request, context):
+        """Feedback reports, for the results of one query (named by the request_id the query
+        returned), which memories the caller used and which it did not. Memories surfaced often but
+        never used lose vitality and rank lower. Reporting the same memory for the same request
+        again changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryHistory(self, request, context):
+        """GetMemoryHistory pages through the versions of one memory, oldest first: who changed it,
+        when, what changed, and its content after each change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportMemories(self, request, context):
+        """ExportMemories streams every memory of one user, in every retention status, with its full
+        history. Each MemoryRecord is one line of the JSON Lines format of docs/export-format.md.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportMemories(self, request, context):
+        """ImportMemories stores memory records exported by ExportMemories (from this or another
+        deployment) for one user, keeping their ids, creation times, scores and history. It is
+        idempotent: a record imported before is skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WriteServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +210,26 @@ def add_WriteServiceServicer_to_server(servicer, server):
                     servicer.ListMemories,
                     request_deserializer=memsvc_dot_v1_dot_write__service__pb2.ListMemoriesRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_write__service__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'Feedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.Feedback,
+                    request_deserializer=memsvc_dot_v1_dot_write__service__pb2.FeedbackRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_write__service__pb2.FeedbackResponse.SerializeToString,
+            ),
+            'GetMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryHistory,
+                    request_deserializer=memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryResponse.SerializeToString,
+            ),
+            'ExportMemories': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportMemories,
+                    request_deserializer=memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesResponse.SerializeToString,
+            ),
+            'ImportMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportMemories,
+                    request_deserializer=memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -323,6 +398,114 @@ class WriteService:
             '/memsvc.v1.WriteService/ListMemories',
             memsvc_dot_v1_dot_write__service__pb2.ListMemoriesRequest.SerializeToString,
             memsvc_dot_v1_dot_write__service__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Feedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.WriteService/Feedback',
+            memsvc_dot_v1_dot_write__service__pb2.FeedbackRequest.SerializeToString,
+            memsvc_dot_v1_dot_write__service__pb2.FeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.WriteService/GetMemoryHistory',
+            memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryRequest.SerializeToString,
+            memsvc_dot_v1_dot_write__service__pb2.GetMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/memsvc.v1.WriteService/ExportMemories',
+            memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesRequest.SerializeToString,
+            memsvc_dot_v1_dot_write__service__pb2.ExportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.WriteService/ImportMemories',
+            memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesRequest.SerializeToString,
+            memsvc_dot_v1_dot_write__service__pb2.ImportMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEixAQKBk1lbW9yeRIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSHQoEcm9sZRgEIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEiMKBGtpbmQYBSABKA4yFS5tZW1zdmMudjEuTWVtb3J5S2luZBIMCgR0YWdzGAYgAygJEhIKCnNlc3Npb25faWQYByABKAkSEgoKaW1wb3J0YW5jZRgIIAEoAhIpCghtZXRhZGF0YRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSHQoEdGllchgKIAEoDjIPLm1lbXN2Yy52MS5UaWVyEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLdXNhZ2VfY291bnQYDSABKAMSNAoQbGFzdF9hY2Nlc3NfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHcXVhbGl0eRgPIAEoAhITCgtjb25zaXN0ZW5jeRgQIAEoAhINCgVkZWNheRgRIAEoAhI0ChByZXRlbnRpb25fc3RhdHVzGBIgASgOMhoubWVtc3ZjLnYxLlJldGVudGlvblN0YXR1cxIZChFlbWJlZGRpbmdfdmVyc2lvbhgTIAEoCRIVCg1zdXBlcnNlZGVkX2J5GBQgASgJIsYBCg5TY29yZUJyZWFrZG93bhIQCghzZW1hbnRpYxgBIAEoAhIPCgdyZWNlbmN5GAIgASgCEhIKCmltcG9ydGFuY2UYAyABKAISDQoFdXNhZ2UYBCABKAISDwoHcXVhbGl0eRgFIAEoAhITCgtjb25zaXN0ZW5jeRgGIAEoAhINCgVkZWNheRgHIAEoAhIPCgdsZXhpY2FsGAggASgCEhIKCmRlbnNlX3JhbmsYCSABKAUSFAoMbGV4aWNhbF9yYW5rGAogASgFIv0CCgxNZW1vcnlGaWx0ZXISHQoEdGllchgBIAEoDjIPLm1lbXN2Yy52MS5UaWVyEhAKCHRhZ3NfYW55GAIgAygJEhIKCnNlc3Npb25faWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhsKDm1pbl9pbXBvcnRhbmNlGAUgASgCSACIAQESHgoFcm9sZXMYBiADKA4yDy5tZW1zdmMudjEuUm9sZRIkCgVraW5kcxgHIAMoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEjUKEWNyZWF0ZV90aW1lX2FmdGVyGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChJjcmVhdGVfdGltZV9iZWZvcmUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEGluY2x1ZGVfaW5hY3RpdmUYCiABKAhCEQoPX21pbl9pbXBvcnRhbmNlKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAyrjAQoKTWVtb3J5S2luZBIbChdNRU1PUllfS0lORF9VTlNQRUNJRklFRBAAEhQKEE1FTU9SWV9LSU5EX0ZBQ1QQARIaChZNRU1PUllfS0lORF9QUkVGRVJFTkNFEAISFwoTTUVNT1JZX0tJTkRfRVBJU09ERRADEhgKFE1FTU9SWV9LSU5EX0RFQ0lTSU9OEAQSFwoTTUVNT1JZX0tJTkRfU1VNTUFSWRAFEh4KGk1FTU9SWV9LSU5EX1JFQ09NTUVOREFUSU9OEAYSGgoWTUVNT1JZX0tJTkRfQ09NTUlUTUVOVBAHKkgKBFRpZXISFAoQVElFUl9VTlNQRUNJRklFRBAAEgwKCFRJRVJfSE9UEAESDQoJVElFUl9XQVJNEAISDQoJVElFUl9DT0xEEAMqkAEKD1JldGVudGlvblN0YXR1cxIgChxSRVRFTlRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXUkVURU5USU9OX1NUQVRVU19BQ1RJVkUQARIfChtSRVRFTlRJT05fU1RBVFVTX1NVUEVSU0VERUQQAhIdChlSRVRFTlRJT05fU1RBVFVTX0FSQ0hJVkVEEANiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEilAYKBk1lbW9yeRIKCgJpZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSHQoEcm9sZRgEIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEiMKBGtpbmQYBSABKA4yFS5tZW1zdmMudjEuTWVtb3J5S2luZBIMCgR0YWdzGAYgAygJEhIKCnNlc3Npb25faWQYByABKAkSEgoKaW1wb3J0YW5jZRgIIAEoAhIpCghtZXRhZGF0YRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSHQoEdGllchgKIAEoDjIPLm1lbXN2Yy52MS5UaWVyEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLdXNhZ2VfY291bnQYDSABKAMSNAoQbGFzdF9hY2Nlc3NfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHcXVhbGl0eRgPIAEoAhITCgtjb25zaXN0ZW5jeRgQIAEoAhINCgVkZWNheRgRIAEoAhI0ChByZXRlbnRpb25fc3RhdHVzGBIgASgOMhoubWVtc3ZjLnYxLlJldGVudGlvblN0YXR1cxIZChFlbWJlZGRpbmdfdmVyc2lvbhgTIAEoCRIVCg1zdXBlcnNlZGVkX2J5GBQgASgJEi8KC2V4cGlyZV90aW1lGBUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJjb25maXJtYXRpb25fY291bnQYFiABKAMSOgoNc2NvcmVfcmVhc29ucxgXIAMoCzIjLm1lbXN2Yy52MS5NZW1vcnkuU2NvcmVSZWFzb25zRW50cnkSEAoIdml0YWxpdHkYGCABKAIaMwoRU2NvcmVSZWFzb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASL6AgoNTWVtb3J5VmVyc2lvbhIKCgJpZBgBIAEoCRIRCgltZW1vcnlfaWQYAiABKAkSDwoHdmVyc2lvbhgDIAEoAxIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWN0b3IYBSABKAkSJwoGY2hhbmdlGAYgASgOMhcubWVtc3ZjLnYxLk1lbW9yeUNoYW5nZRIWCg5jaGFuZ2VkX2ZpZWxkcxgHIAMoCRITCgtkZXNjcmlwdGlvbhgIIAEoCRIPCgdjb250ZW50GAkgASgJEikKCG1ldGFkYXRhGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIdCgR0aWVyGAsgASgOMg8ubWVtc3ZjLnYxLlRpZXISNAoQcmV0ZW50aW9uX3N0YXR1cxgMIAEoDjIaLm1lbXN2Yy52MS5SZXRlbnRpb25TdGF0dXMSEgoKaW1wb3J0YW5jZRgNIAEoAiJdCgxNZW1vcnlSZWNvcmQSIQoGbWVtb3J5GAEgASgLMhEubWVtc3ZjLnYxLk1lbW9yeRIqCgh2ZXJzaW9ucxgCIAMoCzIYLm1lbXN2Yy52MS5NZW1vcnlWZXJzaW9uIsYBCg5TY29yZUJyZWFrZG93bhIQCghzZW1hbnRpYxgBIAEoAhIPCgdyZWNlbmN5GAIgASgCEhIKCmltcG9ydGFuY2UYAyABKAISDQoFdXNhZ2UYBCABKAISDwoHcXVhbGl0eRgFIAEoAhITCgtjb25zaXN0ZW5jeRgGIAEoAhINCgVkZWNheRgHIAEoAhIPCgdsZXhpY2FsGAggASgCEhIKCmRlbnNlX3JhbmsYCSABKAUSFAoMbGV4aWNhbF9yYW5rGAogASgFIv0CCgxNZW1vcnlGaWx0ZXISHQoEdGllchgBIAEoDjIPLm1lbXN2Yy52MS5UaWVyEhAKCHRhZ3NfYW55GAIgAygJEhIKCnNlc3Npb25faWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhsKDm1pbl9pbXBvcnRhbmNlGAUgASgCSACIAQESHgoFcm9sZXMYBiADKA4yDy5tZW1zdmMudjEuUm9sZRIkCgVraW5kcxgHIAMoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEjUKEWNyZWF0ZV90aW1lX2FmdGVyGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChJjcmVhdGVfdGltZV9iZWZvcmUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEGluY2x1ZGVfaW5hY3RpdmUYCiABKAhCEQoPX21pbl9pbXBvcnRhbmNlKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAyrjAQoKTWVtb3J5S2luZBIbChdNRU1PUllfS0lORF9VTlNQRUNJRklFRBAAEhQKEE1FTU9SWV9LSU5EX0ZBQ1QQARIaChZNRU1PUllfS0lORF9QUkVGRVJFTkNFEAISFwoTTUVNT1JZX0tJTkRfRVBJU09ERRADEhgKFE1FTU9SWV9LSU5EX0RFQ0lTSU9OEAQSFwoTTUVNT1JZX0tJTkRfU1VNTUFSWRAFEh4KGk1FTU9SWV9LSU5EX1JFQ09NTUVOREFUSU9OEAYSGgoWTUVNT1JZX0tJTkRfQ09NTUlUTUVOVBAHKkgKBFRpZXISFAoQVElFUl9VTlNQRUNJRklFRBAAEgwKCFRJRVJfSE9UEAESDQoJVElFUl9XQVJNEAISDQoJVElFUl9DT0xEEAMqkAEKD1JldGVudGlvblN0YXR1cxIgChxSRVRFTlRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASGwoXUkVURU5USU9OX1NUQVRVU19BQ1RJVkUQARIfChtSRVRFTlRJT05fU1RBVFVTX1NVUEVSU0VERUQQAhIdChlSRVRFTlRJT05fU1RBVFVTX0FSQ0hJVkVEEAMq6gEKDE1lbW9yeUNoYW5nZRIdChlNRU1PUllfQ0hBTkdFX1VOU1BFQ0lGSUVEEAASGAoUTUVNT1JZX0NIQU5HRV9DUkVBVEUQARIYChRNRU1PUllfQ0hBTkdFX1VQREFURRACEhsKF01FTU9SWV9DSEFOR0VfU1VQRVJTRURFEAMSGQoVTUVNT1JZX0NIQU5HRV9DT05GSVJNEAQSGwoXTUVNT1JZX0NIQU5HRV9USUVSX01PVkUQBRIYChRNRU1PUllfQ0hBTkdFX0RFTEVURRAGEhgKFE1FTU9SWV9DSEFOR0VfSU1QT1JUEAdiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Memory is one stored memory of one user, as returned by the service.
@@ -161,6 +161,40 @@ export type Memory = Message<"memsvc.v1.Memory"> & {
    * @generated from field: string superseded_by = 20;
    */
   supersededBy: string;
+
+  /**
+   * When the memory expires: the maintenance job deletes it for real (record, vector, history
+   * content) once this time has passed. Unset means it never expires by date (a retention policy
+   * per kind may still apply).
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 21;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * Output only. How many independent statements of this fact the service received: 1 when it
+   * was stated once, raised when a later write repeats it (deduplication on write).
+   *
+   * @generated from field: int64 confirmation_count = 22;
+   */
+  confirmationCount: bigint;
+
+  /**
+   * Output only. Why the server scored the memory as it did, one line per signal
+   * (`importance`, `quality`, `consistency`, `vitality`), in plain words.
+   *
+   * @generated from field: map<string, string> score_reasons = 23;
+   */
+  scoreReasons: { [key: string]: string };
+
+  /**
+   * Output only. How useful the memory proved when it was returned, in [0, 1]: 1 until callers
+   * report through WriteService.Feedback that it was surfaced but not used. Ranking multiplies
+   * the decay signal by it.
+   *
+   * @generated from field: float vitality = 24;
+   */
+  vitality: number;
 };
 
 /**
@@ -169,6 +203,145 @@ export type Memory = Message<"memsvc.v1.Memory"> & {
  */
 export const MemorySchema: GenMessage<Memory> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_memory, 0);
+
+/**
+ * MemoryVersion is one entry of the history of a memory: who changed it, when, what changed,
+ * and the content as it was after the change.
+ *
+ * @generated from message memsvc.v1.MemoryVersion
+ */
+export type MemoryVersion = Message<"memsvc.v1.MemoryVersion"> & {
+  /**
+   * Output only. The server-assigned identifier of the version.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Output only. The memory this version belongs to.
+   *
+   * @generated from field: string memory_id = 2;
+   */
+  memoryId: string;
+
+  /**
+   * Output only. The version number, 1 for the first, rising by one per change.
+   *
+   * @generated from field: int64 version = 3;
+   */
+  version: bigint;
+
+  /**
+   * Output only. When the change happened.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 4;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * Output only. Who made the change: the id of the API key, or `system:maintenance` and
+   * `system:write-path` for changes the service made on its own.
+   *
+   * @generated from field: string actor = 5;
+   */
+  actor: string;
+
+  /**
+   * Output only. What kind of change this was.
+   *
+   * @generated from field: memsvc.v1.MemoryChange change = 6;
+   */
+  change: MemoryChange;
+
+  /**
+   * Output only. The names of the Memory fields the change set, such as `content`, `tier`,
+   * `retention_status`.
+   *
+   * @generated from field: repeated string changed_fields = 7;
+   */
+  changedFields: string[];
+
+  /**
+   * Output only. A one-line account of the change ("superseded by 0191...: same subject and
+   * attribute (residence), new value").
+   *
+   * @generated from field: string description = 8;
+   */
+  description: string;
+
+  /**
+   * Output only. The text of the memory after the change; empty for deletions. Stored encrypted
+   * like the memory itself.
+   *
+   * @generated from field: string content = 9;
+   */
+  content: string;
+
+  /**
+   * Output only. The metadata of the memory after the change. Stored encrypted.
+   *
+   * @generated from field: google.protobuf.Struct metadata = 10;
+   */
+  metadata?: JsonObject | undefined;
+
+  /**
+   * Output only. The tier after the change.
+   *
+   * @generated from field: memsvc.v1.Tier tier = 11;
+   */
+  tier: Tier;
+
+  /**
+   * Output only. The retention status after the change.
+   *
+   * @generated from field: memsvc.v1.RetentionStatus retention_status = 12;
+   */
+  retentionStatus: RetentionStatus;
+
+  /**
+   * Output only. The importance after the change.
+   *
+   * @generated from field: float importance = 13;
+   */
+  importance: number;
+};
+
+/**
+ * Describes the message memsvc.v1.MemoryVersion.
+ * Use `create(MemoryVersionSchema)` to create a new message.
+ */
+export const MemoryVersionSchema: GenMessage<MemoryVersion> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 1);
+
+/**
+ * MemoryRecord is one memory with its full history: the unit of export and import, and one line
+ * of the JSON Lines export format (docs/export-format.md).
+ *
+ * @generated from message memsvc.v1.MemoryRecord
+ */
+export type MemoryRecord = Message<"memsvc.v1.MemoryRecord"> & {
+  /**
+   * The memory as it is now.
+   *
+   * @generated from field: memsvc.v1.Memory memory = 1;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * Every version of the memory, oldest first.
+   *
+   * @generated from field: repeated memsvc.v1.MemoryVersion versions = 2;
+   */
+  versions: MemoryVersion[];
+};
+
+/**
+ * Describes the message memsvc.v1.MemoryRecord.
+ * Use `create(MemoryRecordSchema)` to create a new message.
+ */
+export const MemoryRecordSchema: GenMessage<MemoryRecord> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 2);
 
 /**
  * ScoreBreakdown holds the ranking signals of one returned memory, each in [0, 1].
@@ -254,7 +427,7 @@ export type ScoreBreakdown = Message<"memsvc.v1.ScoreBreakdown"> & {
  * Use `create(ScoreBreakdownSchema)` to create a new message.
  */
 export const ScoreBreakdownSchema: GenMessage<ScoreBreakdown> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 1);
+  messageDesc(file_memsvc_v1_memory, 3);
 
 /**
  * MemoryFilter restricts which memories a query or a listing considers. Every set field must
@@ -341,7 +514,7 @@ export type MemoryFilter = Message<"memsvc.v1.MemoryFilter"> & {
  * Use `create(MemoryFilterSchema)` to create a new message.
  */
 export const MemoryFilterSchema: GenMessage<MemoryFilter> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 2);
+  messageDesc(file_memsvc_v1_memory, 4);
 
 /**
  * Role says who in the conversation produced a memory. What the assistant itself said or
@@ -537,4 +710,74 @@ export enum RetentionStatus {
  */
 export const RetentionStatusSchema: GenEnum<RetentionStatus> = /*@__PURE__*/
   enumDesc(file_memsvc_v1_memory, 3);
+
+/**
+ * MemoryChange says what kind of change a version of a memory records.
+ *
+ * @generated from enum memsvc.v1.MemoryChange
+ */
+export enum MemoryChange {
+  /**
+   * Not set; never returned by the server.
+   *
+   * @generated from enum value: MEMORY_CHANGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The memory was written.
+   *
+   * @generated from enum value: MEMORY_CHANGE_CREATE = 1;
+   */
+  CREATE = 1,
+
+  /**
+   * A caller changed fields through WriteService.UpdateMemory.
+   *
+   * @generated from enum value: MEMORY_CHANGE_UPDATE = 2;
+   */
+  UPDATE = 2,
+
+  /**
+   * A newer memory contradicted this one, which became superseded.
+   *
+   * @generated from enum value: MEMORY_CHANGE_SUPERSEDE = 3;
+   */
+  SUPERSEDE = 3,
+
+  /**
+   * A later write repeated the fact; its confirmation count rose.
+   *
+   * @generated from enum value: MEMORY_CHANGE_CONFIRM = 4;
+   */
+  CONFIRM = 4,
+
+  /**
+   * The maintenance job moved the memory to another tier.
+   *
+   * @generated from enum value: MEMORY_CHANGE_TIER_MOVE = 5;
+   */
+  TIER_MOVE = 5,
+
+  /**
+   * The memory was deleted (by a caller, by expiry or by a retention policy); the version keeps
+   * no content.
+   *
+   * @generated from enum value: MEMORY_CHANGE_DELETE = 6;
+   */
+  DELETE = 6,
+
+  /**
+   * The memory was imported from an export of another deployment.
+   *
+   * @generated from enum value: MEMORY_CHANGE_IMPORT = 7;
+   */
+  IMPORT = 7,
+}
+
+/**
+ * Describes the enum memsvc.v1.MemoryChange.
+ */
+export const MemoryChangeSchema: GenEnum<MemoryChange> = /*@__PURE__*/
+  enumDesc(file_memsvc_v1_memory, 4);
 

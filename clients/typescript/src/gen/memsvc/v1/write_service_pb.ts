@@ -2,11 +2,11 @@
 // @generated from file memsvc/v1/write_service.proto (package memsvc.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Memory, MemoryFilter, MemoryKind, Role, Tier } from "./memory_pb.js";
+import type { Memory, MemoryFilter, MemoryKind, MemoryRecord, MemoryVersion, Role, Tier } from "./memory_pb.js";
 import { file_memsvc_v1_memory } from "./memory_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/write_service.proto.
  */
 export const file_memsvc_v1_write_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tZW1zdmMvdjEvd3JpdGVfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIr4CCglOZXdNZW1vcnkSDwoHY29udGVudBgBIAEoCRIdCgRyb2xlGAIgASgOMg8ubWVtc3ZjLnYxLlJvbGUSIwoEa2luZBgDIAEoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEgwKBHRhZ3MYBCADKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIXCgppbXBvcnRhbmNlGAYgASgCSACIAQESKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh0KBHRpZXIYCCABKA4yDy5tZW1zdmMudjEuVGllchIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAogASgJQg0KC19pbXBvcnRhbmNlIk0KEkFkZE1lbW9yaWVzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEiYKCG1lbW9yaWVzGAIgAygLMhQubWVtc3ZjLnYxLk5ld01lbW9yeSJLChNBZGRNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIPCgdjcmVhdGVkGAIgAygIIosBCgxNZW1vcnlVcGRhdGUSDwoHY29udGVudBgBIAEoCRIMCgR0YWdzGAIgAygJEh0KBHRpZXIYAyABKA4yDy5tZW1zdmMudjEuVGllchISCgppbXBvcnRhbmNlGAQgASgCEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKMAQoTVXBkYXRlTWVtb3J5UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEgoKAmlkGAIgASgJEicKBm1lbW9yeRgDIAEoCzIXLm1lbXN2Yy52MS5NZW1vcnlVcGRhdGUSLwoLdXBkYXRlX21hc2sYBCABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrIjkKFFVwZGF0ZU1lbW9yeVJlc3BvbnNlEiEKBm1lbW9yeRgBIAEoCzIRLm1lbXN2Yy52MS5NZW1vcnkiMgoTRGVsZXRlTWVtb3J5UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEgoKAmlkGAIgASgJIhYKFERlbGV0ZU1lbW9yeVJlc3BvbnNlIiQKEUZvcmdldFVzZXJSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiKwoSRm9yZ2V0VXNlclJlc3BvbnNlEhUKDWRlbGV0ZWRfY291bnQYASABKAMiLwoQR2V0TWVtb3J5UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEgoKAmlkGAIgASgJIjYKEUdldE1lbW9yeVJlc3BvbnNlEiEKBm1lbW9yeRgBIAEoCzIRLm1lbXN2Yy52MS5NZW1vcnkidgoTTGlzdE1lbW9yaWVzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEicKBmZpbHRlchgCIAEoCzIXLm1lbXN2Yy52MS5NZW1vcnlGaWx0ZXISEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiVAoUTGlzdE1lbW9yaWVzUmVzcG9uc2USIwoIbWVtb3JpZXMYASADKAsyES5tZW1zdmMudjEuTWVtb3J5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLiAwoMV3JpdGVTZXJ2aWNlEkwKC0FkZE1lbW9yaWVzEh0ubWVtc3ZjLnYxLkFkZE1lbW9yaWVzUmVxdWVzdBoeLm1lbXN2Yy52MS5BZGRNZW1vcmllc1Jlc3BvbnNlEk8KDFVwZGF0ZU1lbW9yeRIeLm1lbXN2Yy52MS5VcGRhdGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLlVwZGF0ZU1lbW9yeVJlc3BvbnNlEk8KDERlbGV0ZU1lbW9yeRIeLm1lbXN2Yy52MS5EZWxldGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkRlbGV0ZU1lbW9yeVJlc3BvbnNlEkkKCkZvcmdldFVzZXISHC5tZW1zdmMudjEuRm9yZ2V0VXNlclJlcXVlc3QaHS5tZW1zdmMudjEuRm9yZ2V0VXNlclJlc3BvbnNlEkYKCUdldE1lbW9yeRIbLm1lbXN2Yy52MS5HZXRNZW1vcnlSZXF1ZXN0GhwubWVtc3ZjLnYxLkdldE1lbW9yeVJlc3BvbnNlEk8KDExpc3RNZW1vcmllcxIeLm1lbXN2Yy52MS5MaXN0TWVtb3JpZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_memsvc_v1_memory]);
+  fileDesc("Ch1tZW1zdmMvdjEvd3JpdGVfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIu8CCglOZXdNZW1vcnkSDwoHY29udGVudBgBIAEoCRIdCgRyb2xlGAIgASgOMg8ubWVtc3ZjLnYxLlJvbGUSIwoEa2luZBgDIAEoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEgwKBHRhZ3MYBCADKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIXCgppbXBvcnRhbmNlGAYgASgCSACIAQESKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh0KBHRpZXIYCCABKA4yDy5tZW1zdmMudjEuVGllchIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAogASgJEi8KC2V4cGlyZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEINCgtfaW1wb3J0YW5jZSJjCg9BZGRNZW1vcnlSZXN1bHQSKAoHb3V0Y29tZRgBIAEoDjIXLm1lbXN2Yy52MS5Xcml0ZU91dGNvbWUSDgoGcmVhc29uGAIgASgJEhYKDnN1cGVyc2VkZWRfaWRzGAMgAygJIk0KEkFkZE1lbW9yaWVzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEiYKCG1lbW9yaWVzGAIgAygLMhQubWVtc3ZjLnYxLk5ld01lbW9yeSJ4ChNBZGRNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIPCgdjcmVhdGVkGAIgAygIEisKB3Jlc3VsdHMYAyADKAsyGi5tZW1zdmMudjEuQWRkTWVtb3J5UmVzdWx0IrwBCgxNZW1vcnlVcGRhdGUSDwoHY29udGVudBgBIAEoCRIMCgR0YWdzGAIgAygJEh0KBHRpZXIYAyABKA4yDy5tZW1zdmMudjEuVGllchISCgppbXBvcnRhbmNlGAQgASgCEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAEKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRInCgZtZW1vcnkYAyABKAsyFy5tZW1zdmMudjEuTWVtb3J5VXBkYXRlEi8KC3VwZGF0ZV9tYXNrGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayI5ChRVcGRhdGVNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5IjIKE0RlbGV0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIWChREZWxldGVNZW1vcnlSZXNwb25zZSIkChFGb3JnZXRVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIisKEkZvcmdldFVzZXJSZXNwb25zZRIVCg1kZWxldGVkX2NvdW50GAEgASgDIi8KEEdldE1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChFHZXRNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5InYKE0xpc3RNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRInCgZmaWx0ZXIYAiABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlQKFExpc3RNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXAoPRmVlZGJhY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIQCgh1c2VkX2lkcxgDIAMoCRISCgp1bnVzZWRfaWRzGAQgAygJIj8KEEZlZWRiYWNrUmVzcG9uc2USFgoOcmVjb3JkZWRfY291bnQYASABKAUSEwoLaWdub3JlZF9pZHMYAiADKAkiXQoXR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJfChhHZXRNZW1vcnlIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5tZW1zdmMudjEuTWVtb3J5VmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoVRXhwb3J0TWVtb3JpZXNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiQgoWRXhwb3J0TWVtb3JpZXNSZXNwb25zZRIoCgdyZWNvcmRzGAEgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJSChVJbXBvcnRNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIoCgdyZWNvcmRzGAIgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJbChZJbXBvcnRNZW1vcmllc1Jlc3BvbnNlEhYKDmltcG9ydGVkX2NvdW50GAEgASgFEhUKDXNraXBwZWRfY291bnQYAiABKAUSEgoKbWVtb3J5X2lkcxgDIAMoCSqTAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIjCh9XUklURV9PVVRDT01FX0lERU1QT1RFTlRfUkVQTEFZEAISJAogV1JJVEVfT1VUQ09NRV9DT05GSVJNRURfRVhJU1RJTkcQAzK0BgoMV3JpdGVTZXJ2aWNlEkwKC0FkZE1lbW9yaWVzEh0ubWVtc3ZjLnYxLkFkZE1lbW9yaWVzUmVxdWVzdBoeLm1lbXN2Yy52MS5BZGRNZW1vcmllc1Jlc3BvbnNlEk8KDFVwZGF0ZU1lbW9yeRIeLm1lbXN2Yy52MS5VcGRhdGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLlVwZGF0ZU1lbW9yeVJlc3BvbnNlEk8KDERlbGV0ZU1lbW9yeRIeLm1lbXN2Yy52MS5EZWxldGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkRlbGV0ZU1lbW9yeVJlc3BvbnNlEkkKCkZvcmdldFVzZXISHC5tZW1zdmMudjEuRm9yZ2V0VXNlclJlcXVlc3QaHS5tZW1zdmMudjEuRm9yZ2V0VXNlclJlc3BvbnNlEkYKCUdldE1lbW9yeRIbLm1lbXN2Yy52MS5HZXRNZW1vcnlSZXF1ZXN0GhwubWVtc3ZjLnYxLkdldE1lbW9yeVJlc3BvbnNlEk8KDExpc3RNZW1vcmllcxIeLm1lbXN2Yy52MS5MaXN0TWVtb3JpZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlEkMKCEZlZWRiYWNrEhoubWVtc3ZjLnYxLkZlZWRiYWNrUmVxdWVzdBobLm1lbXN2Yy52MS5GZWVkYmFja1Jlc3BvbnNlElsKEEdldE1lbW9yeUhpc3RvcnkSIi5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QaIy5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlc3BvbnNlElcKDkV4cG9ydE1lbW9yaWVzEiAubWVtc3ZjLnYxLkV4cG9ydE1lbW9yaWVzUmVxdWVzdBohLm1lbXN2Yy52MS5FeHBvcnRNZW1vcmllc1Jlc3BvbnNlMAESVQoOSW1wb3J0TWVtb3JpZXMSIC5tZW1zdmMudjEuSW1wb3J0TWVtb3JpZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkltcG9ydE1lbW9yaWVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_memsvc_v1_memory]);
 
 /**
  * NewMemory is one memory to store.
@@ -94,6 +94,14 @@ export type NewMemory = Message<"memsvc.v1.NewMemory"> & {
    * @generated from field: string idempotency_key = 10;
    */
   idempotencyKey: string;
+
+  /**
+   * Optional. When the memory expires and is deleted for real by the maintenance job. Must lie
+   * in the future.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 11;
+   */
+  expireTime?: Timestamp | undefined;
 };
 
 /**
@@ -102,6 +110,41 @@ export type NewMemory = Message<"memsvc.v1.NewMemory"> & {
  */
 export const NewMemorySchema: GenMessage<NewMemory> = /*@__PURE__*/
   messageDesc(file_memsvc_v1_write_service, 0);
+
+/**
+ * AddMemoryResult says what happened to one item of an AddMemoriesRequest, and why.
+ *
+ * @generated from message memsvc.v1.AddMemoryResult
+ */
+export type AddMemoryResult = Message<"memsvc.v1.AddMemoryResult"> & {
+  /**
+   * What the server did with the item.
+   *
+   * @generated from field: memsvc.v1.WriteOutcome outcome = 1;
+   */
+  outcome: WriteOutcome;
+
+  /**
+   * A one-line reason, such as the similarity that made the item a duplicate.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * The ids of older memories this item contradicted; they are now superseded by it.
+   *
+   * @generated from field: repeated string superseded_ids = 3;
+   */
+  supersededIds: string[];
+};
+
+/**
+ * Describes the message memsvc.v1.AddMemoryResult.
+ * Use `create(AddMemoryResultSchema)` to create a new message.
+ */
+export const AddMemoryResultSchema: GenMessage<AddMemoryResult> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 1);
 
 /**
  * AddMemoriesRequest is the request of WriteService.AddMemories.
@@ -129,7 +172,7 @@ export type AddMemoriesRequest = Message<"memsvc.v1.AddMemoriesRequest"> & {
  * Use `create(AddMemoriesRequestSchema)` to create a new message.
  */
 export const AddMemoriesRequestSchema: GenMessage<AddMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 1);
+  messageDesc(file_memsvc_v1_write_service, 2);
 
 /**
  * AddMemoriesResponse is the response of WriteService.AddMemories.
@@ -146,11 +189,19 @@ export type AddMemoriesResponse = Message<"memsvc.v1.AddMemoriesResponse"> & {
 
   /**
    * For each item, whether it was stored by this call (false when its idempotency key had been
-   * stored before and the earlier memory is returned instead).
+   * stored before, or when it repeated an existing memory, and the earlier memory is returned
+   * instead).
    *
    * @generated from field: repeated bool created = 2;
    */
   created: boolean[];
+
+  /**
+   * For each item, in the order of the request, what the server did and why.
+   *
+   * @generated from field: repeated memsvc.v1.AddMemoryResult results = 3;
+   */
+  results: AddMemoryResult[];
 };
 
 /**
@@ -158,7 +209,7 @@ export type AddMemoriesResponse = Message<"memsvc.v1.AddMemoriesResponse"> & {
  * Use `create(AddMemoriesResponseSchema)` to create a new message.
  */
 export const AddMemoriesResponseSchema: GenMessage<AddMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 2);
+  messageDesc(file_memsvc_v1_write_service, 3);
 
 /**
  * MemoryUpdate holds the new values of the fields an UpdateMemoryRequest changes.
@@ -200,6 +251,13 @@ export type MemoryUpdate = Message<"memsvc.v1.MemoryUpdate"> & {
    * @generated from field: google.protobuf.Struct metadata = 5;
    */
   metadata?: JsonObject | undefined;
+
+  /**
+   * The new expiry time; an unset value with `expire_time` in the mask removes the expiry.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 6;
+   */
+  expireTime?: Timestamp | undefined;
 };
 
 /**
@@ -207,7 +265,7 @@ export type MemoryUpdate = Message<"memsvc.v1.MemoryUpdate"> & {
  * Use `create(MemoryUpdateSchema)` to create a new message.
  */
 export const MemoryUpdateSchema: GenMessage<MemoryUpdate> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 3);
+  messageDesc(file_memsvc_v1_write_service, 4);
 
 /**
  * UpdateMemoryRequest is the request of WriteService.UpdateMemory.
@@ -238,7 +296,7 @@ export type UpdateMemoryRequest = Message<"memsvc.v1.UpdateMemoryRequest"> & {
 
   /**
    * Required. Which fields of `memory` to apply: any of `content`, `tags`, `tier`,
-   * `importance`, `metadata`.
+   * `importance`, `metadata`, `expire_time`.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 4;
    */
@@ -250,7 +308,7 @@ export type UpdateMemoryRequest = Message<"memsvc.v1.UpdateMemoryRequest"> & {
  * Use `create(UpdateMemoryRequestSchema)` to create a new message.
  */
 export const UpdateMemoryRequestSchema: GenMessage<UpdateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 4);
+  messageDesc(file_memsvc_v1_write_service, 5);
 
 /**
  * UpdateMemoryResponse is the response of WriteService.UpdateMemory.
@@ -271,7 +329,7 @@ export type UpdateMemoryResponse = Message<"memsvc.v1.UpdateMemoryResponse"> & {
  * Use `create(UpdateMemoryResponseSchema)` to create a new message.
  */
 export const UpdateMemoryResponseSchema: GenMessage<UpdateMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 5);
+  messageDesc(file_memsvc_v1_write_service, 6);
 
 /**
  * DeleteMemoryRequest is the request of WriteService.DeleteMemory.
@@ -299,7 +357,7 @@ export type DeleteMemoryRequest = Message<"memsvc.v1.DeleteMemoryRequest"> & {
  * Use `create(DeleteMemoryRequestSchema)` to create a new message.
  */
 export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 6);
+  messageDesc(file_memsvc_v1_write_service, 7);
 
 /**
  * DeleteMemoryResponse is the response of WriteService.DeleteMemory.
@@ -314,7 +372,7 @@ export type DeleteMemoryResponse = Message<"memsvc.v1.DeleteMemoryResponse"> & {
  * Use `create(DeleteMemoryResponseSchema)` to create a new message.
  */
 export const DeleteMemoryResponseSchema: GenMessage<DeleteMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 7);
+  messageDesc(file_memsvc_v1_write_service, 8);
 
 /**
  * ForgetUserRequest is the request of WriteService.ForgetUser.
@@ -335,7 +393,7 @@ export type ForgetUserRequest = Message<"memsvc.v1.ForgetUserRequest"> & {
  * Use `create(ForgetUserRequestSchema)` to create a new message.
  */
 export const ForgetUserRequestSchema: GenMessage<ForgetUserRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 8);
+  messageDesc(file_memsvc_v1_write_service, 9);
 
 /**
  * ForgetUserResponse is the response of WriteService.ForgetUser.
@@ -356,7 +414,7 @@ export type ForgetUserResponse = Message<"memsvc.v1.ForgetUserResponse"> & {
  * Use `create(ForgetUserResponseSchema)` to create a new message.
  */
 export const ForgetUserResponseSchema: GenMessage<ForgetUserResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 9);
+  messageDesc(file_memsvc_v1_write_service, 10);
 
 /**
  * GetMemoryRequest is the request of WriteService.GetMemory.
@@ -384,7 +442,7 @@ export type GetMemoryRequest = Message<"memsvc.v1.GetMemoryRequest"> & {
  * Use `create(GetMemoryRequestSchema)` to create a new message.
  */
 export const GetMemoryRequestSchema: GenMessage<GetMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 10);
+  messageDesc(file_memsvc_v1_write_service, 11);
 
 /**
  * GetMemoryResponse is the response of WriteService.GetMemory.
@@ -405,7 +463,7 @@ export type GetMemoryResponse = Message<"memsvc.v1.GetMemoryResponse"> & {
  * Use `create(GetMemoryResponseSchema)` to create a new message.
  */
 export const GetMemoryResponseSchema: GenMessage<GetMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 11);
+  messageDesc(file_memsvc_v1_write_service, 12);
 
 /**
  * ListMemoriesRequest is the request of WriteService.ListMemories.
@@ -448,7 +506,7 @@ export type ListMemoriesRequest = Message<"memsvc.v1.ListMemoriesRequest"> & {
  * Use `create(ListMemoriesRequestSchema)` to create a new message.
  */
 export const ListMemoriesRequestSchema: GenMessage<ListMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 12);
+  messageDesc(file_memsvc_v1_write_service, 13);
 
 /**
  * ListMemoriesResponse is the response of WriteService.ListMemories.
@@ -476,7 +534,299 @@ export type ListMemoriesResponse = Message<"memsvc.v1.ListMemoriesResponse"> & {
  * Use `create(ListMemoriesResponseSchema)` to create a new message.
  */
 export const ListMemoriesResponseSchema: GenMessage<ListMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 13);
+  messageDesc(file_memsvc_v1_write_service, 14);
+
+/**
+ * FeedbackRequest is the request of WriteService.Feedback.
+ *
+ * @generated from message memsvc.v1.FeedbackRequest
+ */
+export type FeedbackRequest = Message<"memsvc.v1.FeedbackRequest"> & {
+  /**
+   * Required. The user the memories belong to.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * Required. The request_id of the QueryResponse the feedback is about.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * The ids of returned memories the caller used (for example, put into its prompt and relied
+   * on), at most 100.
+   *
+   * @generated from field: repeated string used_ids = 3;
+   */
+  usedIds: string[];
+
+  /**
+   * The ids of returned memories the caller did not use, at most 100.
+   *
+   * @generated from field: repeated string unused_ids = 4;
+   */
+  unusedIds: string[];
+};
+
+/**
+ * Describes the message memsvc.v1.FeedbackRequest.
+ * Use `create(FeedbackRequestSchema)` to create a new message.
+ */
+export const FeedbackRequestSchema: GenMessage<FeedbackRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 15);
+
+/**
+ * FeedbackResponse is the response of WriteService.Feedback.
+ *
+ * @generated from message memsvc.v1.FeedbackResponse
+ */
+export type FeedbackResponse = Message<"memsvc.v1.FeedbackResponse"> & {
+  /**
+   * How many (memory, request) reports were recorded by this call.
+   *
+   * @generated from field: int32 recorded_count = 1;
+   */
+  recordedCount: number;
+
+  /**
+   * Ids that were not recorded: unknown to this user, or already reported for this request.
+   *
+   * @generated from field: repeated string ignored_ids = 2;
+   */
+  ignoredIds: string[];
+};
+
+/**
+ * Describes the message memsvc.v1.FeedbackResponse.
+ * Use `create(FeedbackResponseSchema)` to create a new message.
+ */
+export const FeedbackResponseSchema: GenMessage<FeedbackResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 16);
+
+/**
+ * GetMemoryHistoryRequest is the request of WriteService.GetMemoryHistory.
+ *
+ * @generated from message memsvc.v1.GetMemoryHistoryRequest
+ */
+export type GetMemoryHistoryRequest = Message<"memsvc.v1.GetMemoryHistoryRequest"> & {
+  /**
+   * Required. The user the memory belongs to.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * Required. The id of the memory; a deleted memory still has the content-free record of its
+   * deletion.
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Optional. How many versions to return, 1 to 500; 50 when unset.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Optional. The next_page_token of an earlier response for the same user and memory.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message memsvc.v1.GetMemoryHistoryRequest.
+ * Use `create(GetMemoryHistoryRequestSchema)` to create a new message.
+ */
+export const GetMemoryHistoryRequestSchema: GenMessage<GetMemoryHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 17);
+
+/**
+ * GetMemoryHistoryResponse is the response of WriteService.GetMemoryHistory.
+ *
+ * @generated from message memsvc.v1.GetMemoryHistoryResponse
+ */
+export type GetMemoryHistoryResponse = Message<"memsvc.v1.GetMemoryHistoryResponse"> & {
+  /**
+   * The versions of this page, oldest first.
+   *
+   * @generated from field: repeated memsvc.v1.MemoryVersion versions = 1;
+   */
+  versions: MemoryVersion[];
+
+  /**
+   * The token of the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message memsvc.v1.GetMemoryHistoryResponse.
+ * Use `create(GetMemoryHistoryResponseSchema)` to create a new message.
+ */
+export const GetMemoryHistoryResponseSchema: GenMessage<GetMemoryHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 18);
+
+/**
+ * ExportMemoriesRequest is the request of WriteService.ExportMemories.
+ *
+ * @generated from message memsvc.v1.ExportMemoriesRequest
+ */
+export type ExportMemoriesRequest = Message<"memsvc.v1.ExportMemoriesRequest"> & {
+  /**
+   * Required. The user whose memories to export.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message memsvc.v1.ExportMemoriesRequest.
+ * Use `create(ExportMemoriesRequestSchema)` to create a new message.
+ */
+export const ExportMemoriesRequestSchema: GenMessage<ExportMemoriesRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 19);
+
+/**
+ * ExportMemoriesResponse is one message of the ExportMemories stream.
+ *
+ * @generated from message memsvc.v1.ExportMemoriesResponse
+ */
+export type ExportMemoriesResponse = Message<"memsvc.v1.ExportMemoriesResponse"> & {
+  /**
+   * A batch of memory records, oldest memory first across the whole stream.
+   *
+   * @generated from field: repeated memsvc.v1.MemoryRecord records = 1;
+   */
+  records: MemoryRecord[];
+};
+
+/**
+ * Describes the message memsvc.v1.ExportMemoriesResponse.
+ * Use `create(ExportMemoriesResponseSchema)` to create a new message.
+ */
+export const ExportMemoriesResponseSchema: GenMessage<ExportMemoriesResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 20);
+
+/**
+ * ImportMemoriesRequest is the request of WriteService.ImportMemories.
+ *
+ * @generated from message memsvc.v1.ImportMemoriesRequest
+ */
+export type ImportMemoriesRequest = Message<"memsvc.v1.ImportMemoriesRequest"> & {
+  /**
+   * Required. The user the memories are imported for (it need not be the user they were
+   * exported from).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * Required. The records to import, 1 to 256; `memory.content` is required in each, and the
+   * ids and creation times are kept.
+   *
+   * @generated from field: repeated memsvc.v1.MemoryRecord records = 2;
+   */
+  records: MemoryRecord[];
+};
+
+/**
+ * Describes the message memsvc.v1.ImportMemoriesRequest.
+ * Use `create(ImportMemoriesRequestSchema)` to create a new message.
+ */
+export const ImportMemoriesRequestSchema: GenMessage<ImportMemoriesRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 21);
+
+/**
+ * ImportMemoriesResponse is the response of WriteService.ImportMemories.
+ *
+ * @generated from message memsvc.v1.ImportMemoriesResponse
+ */
+export type ImportMemoriesResponse = Message<"memsvc.v1.ImportMemoriesResponse"> & {
+  /**
+   * How many records this call stored.
+   *
+   * @generated from field: int32 imported_count = 1;
+   */
+  importedCount: number;
+
+  /**
+   * How many records had been imported before and were skipped.
+   *
+   * @generated from field: int32 skipped_count = 2;
+   */
+  skippedCount: number;
+
+  /**
+   * The ids of the stored memories, in the order of the request (the record's own id unless
+   * another user of this deployment already holds that id).
+   *
+   * @generated from field: repeated string memory_ids = 3;
+   */
+  memoryIds: string[];
+};
+
+/**
+ * Describes the message memsvc.v1.ImportMemoriesResponse.
+ * Use `create(ImportMemoriesResponseSchema)` to create a new message.
+ */
+export const ImportMemoriesResponseSchema: GenMessage<ImportMemoriesResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 22);
+
+/**
+ * WriteOutcome says what AddMemories did with one item.
+ *
+ * @generated from enum memsvc.v1.WriteOutcome
+ */
+export enum WriteOutcome {
+  /**
+   * Not set; never returned by the server.
+   *
+   * @generated from enum value: WRITE_OUTCOME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A new memory was stored.
+   *
+   * @generated from enum value: WRITE_OUTCOME_CREATED = 1;
+   */
+  CREATED = 1,
+
+  /**
+   * The item's idempotency key had been stored before; the earlier memory is returned.
+   *
+   * @generated from enum value: WRITE_OUTCOME_IDEMPOTENT_REPLAY = 2;
+   */
+  IDEMPOTENT_REPLAY = 2,
+
+  /**
+   * The item repeats a memory the user already has (near-identical meaning and the same content
+   * terms); that memory's confirmation count rose and it is returned instead of a new one.
+   *
+   * @generated from enum value: WRITE_OUTCOME_CONFIRMED_EXISTING = 3;
+   */
+  CONFIRMED_EXISTING = 3,
+}
+
+/**
+ * Describes the enum memsvc.v1.WriteOutcome.
+ */
+export const WriteOutcomeSchema: GenEnum<WriteOutcome> = /*@__PURE__*/
+  enumDesc(file_memsvc_v1_write_service, 0);
 
 /**
  * WriteService stores, changes, reads and erases the memories of the caller's users.
@@ -550,6 +900,53 @@ export const WriteService: GenService<{
     methodKind: "unary";
     input: typeof ListMemoriesRequestSchema;
     output: typeof ListMemoriesResponseSchema;
+  },
+  /**
+   * Feedback reports, for the results of one query (named by the request_id the query
+   * returned), which memories the caller used and which it did not. Memories surfaced often but
+   * never used lose vitality and rank lower. Reporting the same memory for the same request
+   * again changes nothing.
+   *
+   * @generated from rpc memsvc.v1.WriteService.Feedback
+   */
+  feedback: {
+    methodKind: "unary";
+    input: typeof FeedbackRequestSchema;
+    output: typeof FeedbackResponseSchema;
+  },
+  /**
+   * GetMemoryHistory pages through the versions of one memory, oldest first: who changed it,
+   * when, what changed, and its content after each change.
+   *
+   * @generated from rpc memsvc.v1.WriteService.GetMemoryHistory
+   */
+  getMemoryHistory: {
+    methodKind: "unary";
+    input: typeof GetMemoryHistoryRequestSchema;
+    output: typeof GetMemoryHistoryResponseSchema;
+  },
+  /**
+   * ExportMemories streams every memory of one user, in every retention status, with its full
+   * history. Each MemoryRecord is one line of the JSON Lines format of docs/export-format.md.
+   *
+   * @generated from rpc memsvc.v1.WriteService.ExportMemories
+   */
+  exportMemories: {
+    methodKind: "server_streaming";
+    input: typeof ExportMemoriesRequestSchema;
+    output: typeof ExportMemoriesResponseSchema;
+  },
+  /**
+   * ImportMemories stores memory records exported by ExportMemories (from this or another
+   * deployment) for one user, keeping their ids, creation times, scores and history. It is
+   * idempotent: a record imported before is skipped.
+   *
+   * @generated from rpc memsvc.v1.WriteService.ImportMemories
+   */
+  importMemories: {
+    methodKind: "unary";
+    input: typeof ImportMemoriesRequestSchema;
+    output: typeof ImportMemoriesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memsvc_v1_write_service, 0);

@@ -1,0 +1,61 @@
+"""Master-key rotation: re-wrap every data key under the primary master key, while servers serve.
+
+Data keys themselves do not change, so no ciphertext is rewritten and every replica's cache of
+unwrapped keys stays valid. Procedure: configure every replica with the new key first in
+MEMSVC_MASTER_KEYS and the old one after it, run `memsvc keys rotate-master`, then drop the old key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from cryptography.exceptions import InvalidTag
+
+from memsvc.crypto.keyring import MasterKeyRing
+from memsvc.domain.models import WrappedDataKey
+from memsvc.errors import FailedPrecondition
+from memsvc.stores.records.datakeys import StaleDataKey
+
+
+class DataKeyRotationStore(Protocol):
+    async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]: ...
+
+    async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool: ...
+
+
+@dataclass
+class RotationReport:
+    """What one rotation pass did; `unreadable` keys need a master key that is not configured."""
+
+    rewrapped: int = 0
+    orphaned: int = 0
+    unreadable: int = 0
+    changed_concurrently: int = 0
+
+
+async def rotate_master_key(store: DataKeyRotationStore, ring: MasterKeyRing, batch_size: int = 500) -> RotationReport:
+    """Re-wrap every data key not yet under `ring`'s primary key; safe to repeat and to interrupt."""
+    report = RotationReport()
+    after = ("", -1)
+    while True:
+        batch = await store.stale_data_keys(ring.primary_version, after, batch_size)
+        if not batch:
+            return report
+        for item in batch:
+            key = item.key
+            after = (key.namespace_digest, key.version)
+            if item.namespace is None:
+                report.orphaned += 1
+                continue
+            binding = item.namespace.key
+            try:
+                data_key = ring.unwrap(key.master_version, key.wrapped, binding)
+            except (FailedPrecondition, InvalidTag):
+                report.unreadable += 1
+                continue
+            master_version, wrapped = ring.wrap(data_key, binding)
+            if await store.rewrap_data_key(key, master_version, wrapped):
+                report.rewrapped += 1
+            else:  # forgotten or re-wrapped by another run meanwhile; either way nothing is lost
+                report.changed_concurrently += 1
