@@ -57,6 +57,40 @@ def fresh_schema() -> Iterator[str]:
 
 
 @contextmanager
+def fresh_schema_with_role() -> Iterator[tuple[str, str]]:
+    """A new schema owned by a new login role; yields (URL as that role, role name).
+
+    Tests make the database unreachable for the service with `ALTER ROLE ... NOLOGIN` and
+    terminating the role's sessions, and bring it back with `ALTER ROLE ... LOGIN`.
+    """
+    reason = postgres_unreachable()
+    if reason:
+        pytest.skip(reason)
+    name = f"memsvc_test_{secrets.token_hex(6)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{name}" LOGIN')
+        conn.execute(f'CREATE SCHEMA "{name}" AUTHORIZATION "{name}"')
+    url = schema_url(name)
+    _, _, rest = url.partition("://")[2].partition("@")
+    role_url = f"postgresql://{name}@{rest}" if rest else url
+    try:
+        yield role_url, name
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+            conn.execute(f'DROP ROLE "{name}"')
+
+
+def set_login(role: str, allowed: bool) -> None:
+    """Let a role log in again, or lock it out and end its sessions (a database outage for it)."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'ALTER ROLE "{role}" {"LOGIN" if allowed else "NOLOGIN"}')
+        if not allowed:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+
+
+@contextmanager
 def redis_prefix() -> Iterator[str]:
     """A unique Redis key prefix; every key under it is deleted afterwards."""
     reason = redis_unreachable()

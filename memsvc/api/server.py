@@ -84,7 +84,9 @@ class MemoryServer:
         if self.components.metrics is not None:
             await self.components.metrics.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
-        self._readiness = asyncio.get_running_loop().create_task(self._watch_dependencies())
+        self._readiness = asyncio.get_running_loop().create_task(
+            self._watch_dependencies(self.components.settings.readiness_interval_s)
+        )
         return self.port
 
     async def _set_health(self, status: int, names: tuple[str, ...] = HEALTH_NAMES) -> None:

@@ -76,6 +76,7 @@ class PostgresRecordStore:
             kwargs={"connect_timeout": max(2, int(timeout_s))},
             name="memsvc-records",
         )
+        self._timeout_s = timeout_s
         self._opened = False
         self._open_lock = asyncio.Lock()
 
@@ -140,8 +141,15 @@ class PostgresRecordStore:
             raise FailedPrecondition(f"schema migrations pending: {missing}; run `memsvc migrate`")
 
     async def ping(self) -> None:
-        async with self._tx() as conn:
-            await conn.execute("SELECT 1")
+        async def select_one() -> None:
+            async with self._tx() as conn:
+                await conn.execute("SELECT 1")
+
+        try:
+            # Readiness must answer even when the server accepts connections but never replies.
+            await asyncio.wait_for(select_one(), self._timeout_s)
+        except (TimeoutError, psycopg.Error) as exc:
+            raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
 
     # -- memories -----------------------------------------------------------------------------
 
