@@ -44,12 +44,19 @@ class Settings(BaseSettings):
     record_store_url: str = ""
     record_store_pool_size: int = 10
     record_store_timeout_s: float = 5.0
+    # How long a SQLite statement waits for another connection's lock before the store reports
+    # UNAVAILABLE (with retry information).
+    sqlite_busy_timeout_ms: int = 5000
     milvus_uri: str = ""
     milvus_token: SecretStr = SecretStr("")
     milvus_db_name: str = ""
     milvus_server_pem_path: str = ""
     milvus_server_name: str = ""
     vector_placement: Literal["partition", "partition_key"] = "partition"
+    # After Milvus turns unreachable, calls fail fast for this long, then a new client is built;
+    # the wait doubles while the outage lasts, up to the maximum.
+    milvus_reconnect_backoff_s: float = 1.0
+    milvus_reconnect_backoff_max_s: float = 30.0
     # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64

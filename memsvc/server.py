@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from pymilvus import MilvusClient
 
 from memsvc.api.server import MemoryServer
 from memsvc.config import Settings
@@ -90,7 +91,7 @@ def build_record_store(settings: Settings) -> RecordStore:
             max_connections=settings.record_store_pool_size,
             timeout_s=settings.record_store_timeout_s,
         )
-    return SqliteRecordStore(settings.sqlite_path)
+    return SqliteRecordStore(settings.sqlite_path, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -180,13 +181,16 @@ async def build_components(
         await store.migrate()  # the embedded default migrates itself; servers use `memsvc migrate`
     owns_embedder = embedder is None
     embedder = embedder or build_embedder(settings)
-    milvus = connect_milvus(
-        settings.resolved_milvus_uri,
-        settings.milvus_token.get_secret_value(),
-        settings.milvus_db_name,
-        settings.milvus_server_pem_path,
-        settings.milvus_server_name,
-    )
+    def milvus_client() -> MilvusClient:
+        return connect_milvus(
+            settings.resolved_milvus_uri,
+            settings.milvus_token.get_secret_value(),
+            settings.milvus_db_name,
+            settings.milvus_server_pem_path,
+            settings.milvus_server_name,
+        )
+
+    milvus = milvus_client()
     index = MilvusVectorIndex(
         milvus,
         embedding_version=embedder.version,
@@ -197,6 +201,9 @@ async def build_components(
         partition_key_partitions=settings.partition_key_partitions,
         embedded=settings.is_embedded_milvus,
         flush_delay_s=settings.index_flush_delay_s,
+        reconnect=milvus_client,
+        reconnect_backoff_s=settings.milvus_reconnect_backoff_s,
+        reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,
     )
     cipher = EnvelopeCipher(ring, store)
     result_cache, embedding_cache, redis_guard = build_caches(settings)

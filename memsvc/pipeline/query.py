@@ -186,6 +186,8 @@ class QueryPipeline:
             report.dropped_by_importance = ranking.dropped_by_importance
             span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
             span.set_attribute("memsvc.results", len(ranking.memories))
+        if report.degraded:
+            slot = None  # a degraded answer is not cached: the full one comes back with the index
         with stage_span(self.tracer, report, "bookkeep") as span:
             await self.bookkeep.run(
                 plan,

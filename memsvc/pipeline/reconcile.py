@@ -82,6 +82,9 @@ class Reconciler:
             rows = await self._store.pending_index(self._batch, older_than)
             if not rows:
                 return total
+            if total == 0:
+                # While the index is down, fail before re-embedding the backlog on every pass.
+                await self._index.ping()
             by_namespace: dict[Namespace, list[StoredMemory]] = defaultdict(list)
             for row in rows:
                 by_namespace[row.namespace].append(row)

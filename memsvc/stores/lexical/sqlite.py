@@ -75,8 +75,11 @@ def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
 class SqliteLexicalIndex:
     """LexicalIndex on the record store's SQLite file; each worker thread keeps its own connection."""
 
-    def __init__(self, path: Path, bm25: Bm25 | None = None, workers: int = 2) -> None:
+    def __init__(
+        self, path: Path, bm25: Bm25 | None = None, workers: int = 2, busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+    ) -> None:
         self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
         self._bm25 = bm25 or Bm25()
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lexical")
@@ -87,11 +90,11 @@ class SqliteLexicalIndex:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                self._path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
             try:
                 conn.execute("SELECT ln(1.0)")
             except sqlite3.OperationalError:

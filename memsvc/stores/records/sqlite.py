@@ -54,8 +54,9 @@ def _tags_any_sql(n: int) -> str:
 class SqliteRecordStore:
     """Record store on one SQLite file; each worker thread keeps its own connection."""
 
-    def __init__(self, path: Path, workers: int = 4) -> None:
+    def __init__(self, path: Path, workers: int = 4, busy_timeout_ms: int = _BUSY_TIMEOUT_MS) -> None:
         self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite")
@@ -68,11 +69,11 @@ class SqliteRecordStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                self._path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
             conn.execute("PRAGMA foreign_keys=ON")
             self._local.conn = conn
             with self._connections_lock:
@@ -147,7 +148,13 @@ class SqliteRecordStore:
             raise FailedPrecondition(f"schema migrations pending: {missing}; run `memsvc migrate`")
 
     async def ping(self) -> None:
-        await self._run(lambda conn: conn.execute("SELECT 1").fetchone())
+        """Can this store take a write now? Reads alone pass while another connection holds the lock."""
+
+        def probe(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+
+        await self._run(probe)
 
     # -- memories -----------------------------------------------------------------------------
 

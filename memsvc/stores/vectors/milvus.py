@@ -15,6 +15,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -97,8 +98,21 @@ class MilvusVectorIndex:
         embedded: bool = True,
         flush_delay_s: float = 1.0,
         workers: int = 4,
+        reconnect: Callable[[], MilvusClient] | None = None,
+        reconnect_backoff_s: float = 1.0,
+        reconnect_backoff_max_s: float = 30.0,
+        probe_timeout_s: float = 2.0,
     ) -> None:
         self._client = client
+        # Reconnection: after a call finds Milvus unreachable, calls fail fast until the backoff
+        # ends; the next call then builds a new client (for Milvus Lite, a new local server).
+        self._reconnect = reconnect
+        self._backoff_s = reconnect_backoff_s
+        self._backoff_max_s = reconnect_backoff_max_s
+        self._probe_timeout_s = probe_timeout_s
+        self._client_lock = threading.Lock()
+        self._broken_until: float | None = None
+        self._next_backoff_s = reconnect_backoff_s
         self._version = embedding_version
         self._dimension = dimension
         self._placement = placement
@@ -134,12 +148,58 @@ class MilvusVectorIndex:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         def run() -> T:
+            client = self._usable_client()
             try:
                 return fn()
             except MilvusException as exc:
-                raise Unavailable("the vector index is unavailable", retry_after_s=1.0) from exc
+                if not self._reachable(client):
+                    self._mark_broken(client)
+                raise Unavailable("the vector index is unavailable", retry_after_s=self._backoff_s) from exc
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+
+    def _usable_client(self) -> MilvusClient:
+        """The client to call, rebuilt once the backoff after an outage is over; else Unavailable."""
+        with self._client_lock:
+            if self._broken_until is None:
+                return self._client
+            wait_s = self._broken_until - time.monotonic()
+            if wait_s > 0 or self._reconnect is None:
+                raise Unavailable("the vector index is unavailable", retry_after_s=max(wait_s, self._backoff_s))
+            try:
+                client = self._reconnect()
+                client.list_collections(timeout=self._probe_timeout_s)
+            except MilvusException as exc:
+                self._next_backoff_s = min(self._next_backoff_s * 2, self._backoff_max_s)
+                self._broken_until = time.monotonic() + self._next_backoff_s
+                log.warning("vector index still unreachable; next attempt in %.1f s", self._next_backoff_s)
+                raise Unavailable("the vector index is unavailable", retry_after_s=self._next_backoff_s) from exc
+            old, self._client = self._client, client
+            # A new server (or a restarted Milvus Lite) has nothing loaded: ensure everything again.
+            self._ready_collections.clear()
+            self._ready_partitions.clear()
+            self._broken_until = None
+            self._next_backoff_s = self._backoff_s
+            log.warning("vector index reconnected")
+        try:
+            old.close()
+        except Exception:  # the old client belongs to the outage; closing it is best effort
+            log.debug("closing the previous Milvus client failed", exc_info=True)
+        return client
+
+    def _reachable(self, client: MilvusClient) -> bool:
+        """Tell an outage from a refused request: can the server still list its collections?"""
+        try:
+            client.list_collections(timeout=self._probe_timeout_s)
+        except MilvusException:
+            return False
+        return True
+
+    def _mark_broken(self, client: MilvusClient) -> None:
+        with self._client_lock:
+            if client is self._client and self._broken_until is None:
+                self._broken_until = time.monotonic() + self._next_backoff_s
+                log.warning("vector index unreachable; reconnecting in %.1f s", self._next_backoff_s)
 
     def _schema(self, with_namespace: bool) -> Any:
         schema = MilvusClient.create_schema(
@@ -394,7 +454,10 @@ class MilvusVectorIndex:
                 await self._call(lambda c=collection: self._client.flush(c))  # type: ignore[misc]
             except Unavailable:
                 log.warning("final flush of %s failed", collection)
-        await asyncio.get_running_loop().run_in_executor(None, self._client.close)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._client.close)
+        except MilvusException:
+            log.warning("closing the Milvus client failed")
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -1,0 +1,90 @@
+"""Vector index down during writes: writes acknowledged, queries degraded, nothing lost after."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from tests.conftest import RunningServer, ServerFactory
+from tests.fault.support import LiteIndexOutage, add, failure, namespace, query, retry_delay_s, wait_until
+
+pytestmark = pytest.mark.e2e
+
+# Each content carries a rare word of its own, so a query by content has one right answer.
+WORDS = ["zanzibar", "quokka", "mandolin", "fjord", "origami", "tamarind", "zeppelin", "saffron", "yodel", "kumquat"]
+
+
+def fact(user: str, i: int) -> str:
+    return f"{user} keeps a {WORDS[i % len(WORDS)]} souvenir number {i} from the trip"
+
+
+def outage_server(server_factory: ServerFactory, **overrides: object) -> tuple[RunningServer, LiteIndexOutage]:
+    s = server_factory(
+        reconcile_interval_s=0.3,
+        reconcile_min_age_s=0.0,
+        milvus_reconnect_backoff_s=0.2,
+        milvus_reconnect_backoff_max_s=0.5,
+        readiness_interval_s=0.3,
+        **overrides,
+    )
+    return s, LiteIndexOutage(s.components.settings.data_dir / "milvus.db")
+
+
+def found(s: RunningServer, user: str, content: str, memory_id: str) -> bool:
+    return memory_id in [r.memory.id for r in query(s, user, content, limit=5).memories]
+
+
+def test_writes_survive_an_index_outage_and_the_reconciler_restores_every_vector(
+    server_factory: ServerFactory,
+) -> None:
+    s, outage = outage_server(server_factory)
+    before = {m.id: m.content for m in add(s, "ines", *(fact("ines", i) for i in range(3)))}
+    assert not query(s, "ines", fact("ines", 0)).report.degraded
+
+    outage.start()
+    try:
+        acknowledged = dict(before)
+        for user in ("ines", "omar"):
+            for i in range(3, 9):
+                (memory,) = add(s, user, fact(user, i))  # acknowledged from the record store alone
+                acknowledged[memory.id] = memory.content
+        assert s.run(s.components.store.count_pending_index()) >= 12, "rows written while down await the index"
+
+        # Queries degrade to the lexical channel, say so, and still find what was written.
+        target_id = next(i for i, c in acknowledged.items() if c == fact("omar", 7))
+        reply = query(s, "omar", fact("omar", 7))
+        assert reply.report.degraded
+        assert any("dense" in note and "unavailable" in note for note in reply.report.notes), reply.report.notes
+        assert reply.memories and reply.memories[0].memory.id == target_id
+        assert {r.memory.user_id for r in reply.memories} == {"omar"}
+    finally:
+        outage.restore()
+
+    # Back: the reconciler re-indexes every row written during the outage.
+    wait_until(lambda: s.run(s.components.store.count_pending_index()) == 0, 30, "rows re-indexed")
+    for user in ("ines", "omar"):
+        mine = [i for i, c in acknowledged.items() if c.startswith(user)]
+        assert s.run(s.components.index.count(namespace(user))) == len(mine)
+    missing = [c for i, c in acknowledged.items() if not found(s, c.split()[0], c, i)]
+    assert missing == [], f"acknowledged writes not found after recovery: {missing}"
+    reply = query(s, "omar", fact("omar", 4))
+    assert not reply.report.degraded and reply.report.notes == []
+    assert reply.memories[0].score_breakdown.semantic > 0.5, "the dense channel answers again"
+
+
+def test_without_a_lexical_channel_an_index_outage_is_unavailable_with_retry_info(
+    server_factory: ServerFactory,
+) -> None:
+    s, outage = outage_server(server_factory, lexical_enabled=False)
+    add(s, "pia", fact("pia", 0))
+    outage.start()
+    try:
+        (memory,) = add(s, "pia", fact("pia", 1))  # writes still acknowledged
+        error = failure(lambda: query(s, "pia", fact("pia", 1)))
+        assert error.code() == grpc.StatusCode.UNAVAILABLE
+        delay = retry_delay_s(error)
+        assert delay is not None and delay > 0, "UNAVAILABLE carries RetryInfo"
+    finally:
+        outage.restore()
+    wait_until(lambda: s.run(s.components.store.count_pending_index()) == 0, 30, "rows re-indexed")
+    assert found(s, "pia", fact("pia", 1), memory.id)
