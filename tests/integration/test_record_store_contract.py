@@ -458,3 +458,61 @@ def test_concurrent_placements_never_overfill_a_shard(s: Store) -> None:
         per_collection[p.collection] = per_collection.get(p.collection, 0) + 1
     assert max(per_collection.values()) <= 3
     assert len({p.partition for p in placements}) == 10
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+def test_session_neighbors(s: Store) -> None:
+    base = 1_700_000_000.0
+    s1 = [memory(created_at=base + i, session_id="s1") for i in range(6)]
+    other = memory(created_at=base + 2.5, session_id="s2")
+    loose = memory(created_at=base + 2.6, session_id="")
+    archived = memory(created_at=base + 3.5, session_id="s1", retention_status=RetentionStatus.ARCHIVED)
+    bobs = memory(BOB, created_at=base + 2.7, session_id="s1")
+    insert(s, *s1, other, loose, archived, bobs)
+
+    def ids(anchors: list[StoredMemory], window: int, include_inactive: bool = False) -> list[str]:
+        rows = s(s.store.session_neighbors(ALICE, [a.id for a in anchors], window, include_inactive))
+        return [r.id for r in rows]
+
+    # One before and one after, by time; the anchor itself, other sessions and users never.
+    assert ids([s1[2]], 1) == [s1[1].id, s1[3].id]
+    assert ids([s1[2]], 2) == [s1[0].id, s1[1].id, s1[3].id, s1[4].id]
+    assert ids([s1[0]], 1) == [s1[1].id]
+    assert ids([s1[3]], 1, include_inactive=True) == [s1[2].id, archived.id]
+    assert ids([s1[1], s1[4]], 1) == [s1[0].id, s1[2].id, s1[3].id, s1[5].id]
+    assert ids([loose], 3) == []
+    assert ids([s1[2]], 0) == []
+    assert ids([], 2) == []
+
+
+# -- master-key rotation ----------------------------------------------------------------------
+
+
+def test_stale_data_keys_page_in_order_and_rewrap_is_compare_and_set(s: Store) -> None:
+    insert(s, memory(ALICE), memory(BOB))
+    keys = {
+        ns: s(s.store.put_data_key_if_absent(ns, WrappedDataKey(ns.digest, 1, 1, ns.user_id.encode())))
+        for ns in (ALICE, BOB)
+    }
+    orphan = Namespace("acme", "default", "development", "nobody")  # a key without memories
+    s(s.store.put_data_key_if_absent(orphan, WrappedDataKey(orphan.digest, 1, 1, b"o")))
+    current = Namespace("acme", "default", "development", "current")
+    s(s.store.put_data_key_if_absent(current, WrappedDataKey(current.digest, 1, 2, b"c")))
+
+    stale = s(s.store.stale_data_keys(2, ("", 0), 10))
+    assert [k.key.namespace_digest for k in stale] == sorted([ALICE.digest, BOB.digest, orphan.digest])
+    named = {k.key.namespace_digest: k.namespace for k in stale}
+    assert named == {ALICE.digest: ALICE, BOB.digest: BOB, orphan.digest: None}
+    first = s(s.store.stale_data_keys(2, ("", 0), 1))
+    rest = s(s.store.stale_data_keys(2, (first[0].key.namespace_digest, first[0].key.version), 10))
+    assert [*first, *rest] == stale
+
+    alice = keys[ALICE]
+    assert s(s.store.rewrap_data_key(alice, 2, b"rewrapped"))
+    assert s(s.store.get_data_key(ALICE)) == WrappedDataKey(ALICE.digest, 1, 2, b"rewrapped")
+    # A second rotator holding the old wrapping loses: the stored key changed meanwhile.
+    assert not s(s.store.rewrap_data_key(alice, 3, b"late"))
+    assert s(s.store.get_data_key(ALICE)) == WrappedDataKey(ALICE.digest, 1, 2, b"rewrapped")
+    assert ALICE.digest not in [k.key.namespace_digest for k in s(s.store.stale_data_keys(2, ("", 0), 10))]
