@@ -126,6 +126,11 @@ class Memory:
     embedding_version: str = ""
     superseded_by: str = ""
     idempotency_key: str = ""
+    expires_at: float | None = None
+    confirmation_count: int = 1
+    # Why each server-owned score has its value, by signal name (importance, quality, ...).
+    score_reasons: Mapping[str, str] = field(default_factory=dict)
+    vitality: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,10 @@ class StoredMemory:
     idempotency_key: str
     indexed: bool
     revision: int = 0
+    expires_at: float | None = None
+    confirmation_count: int = 1
+    score_reasons: Mapping[str, str] = field(default_factory=dict)
+    vitality: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,7 @@ class NewMemory:
     tier: Tier = Tier.HOT
     created_at: float | None = None
     idempotency_key: str = ""
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +240,8 @@ class MemoryChanges:
     tier: Tier | None = None
     importance: float | None = None
     metadata: Mapping[str, Any] | None = None
+    # A new expiry time; 0 removes the expiry.
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -292,3 +304,65 @@ class WrappedDataKey:
     version: int
     master_version: int
     wrapped: bytes
+
+
+class MemoryChange(StrEnum):
+    """What a version of a memory records."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    SUPERSEDE = "supersede"
+    CONFIRM = "confirm"
+    TIER_MOVE = "tier_move"
+    DELETE = "delete"
+    IMPORT = "import"
+
+
+# Actors of changes the service makes on its own (callers are named by their API key id).
+ACTOR_MAINTENANCE = "system:maintenance"
+ACTOR_WRITE_PATH = "system:write-path"
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version of a memory as the record store keeps it; content only as ciphertext.
+
+    The version number is assigned by the store when the row is inserted (max + 1 per memory).
+    """
+
+    id: str
+    memory_id: str
+    namespace: Namespace
+    at: float
+    actor: str
+    change: MemoryChange
+    fields: tuple[str, ...]
+    description: str
+    tier: Tier
+    retention_status: RetentionStatus
+    importance: float
+    ciphertext: bytes | None
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """A decrypted version of a memory."""
+
+    id: str
+    memory_id: str
+    version: int
+    at: float
+    actor: str
+    change: MemoryChange
+    fields: tuple[str, ...]
+    description: str
+    tier: Tier
+    retention_status: RetentionStatus
+    importance: float
+    content: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def new_version_id() -> str:
+    return secrets.token_hex(16)

@@ -12,6 +12,8 @@ from memsvc.domain.models import (
     Namespace,
     RecallEvent,
     StoredMemory,
+    StoredVersion,
+    Tier,
     WrappedDataKey,
 )
 from memsvc.stores.records.datakeys import StaleDataKey
@@ -59,8 +61,47 @@ class VectorPlacement:
 
 # Fields of a memory row that an update may set, with their column names.
 UPDATABLE_COLUMNS = frozenset(
-    {"ciphertext", "tags", "tier", "importance", "embedding_version", "retention_status", "superseded_by"}
+    {
+        "ciphertext",
+        "tags",
+        "tier",
+        "importance",
+        "embedding_version",
+        "retention_status",
+        "superseded_by",
+        "consistency",
+        "expires_at",
+        "score_reasons",
+    }
 )
+
+
+@dataclass(frozen=True)
+class MaintenanceUpdate:
+    """New lifecycle values for one row, applied only if its revision is still `revision`.
+
+    A tier change bumps the revision and marks the row for re-indexing (its vector carries the
+    tier); decay alone does not. `version` is recorded when the update applies.
+    """
+
+    memory_id: str
+    namespace_digest: str
+    revision: int
+    decay: float
+    tier: Tier | None = None
+    version: StoredVersion | None = None
+
+
+@dataclass(frozen=True)
+class UsageStats:
+    """Percentiles of usage_count over a tenant's active memories, from the maintenance job."""
+
+    tenant: str
+    p50: float
+    p90: float
+    p99: float
+    memories: int
+    computed_at: float
 
 
 class RecordStore(Protocol):
@@ -81,8 +122,13 @@ class RecordStore(Protocol):
     async def close(self) -> None: ...
 
     # Memories
-    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
-        """Insert rows atomically. A row whose idempotency key exists yields the stored row and False."""
+    async def insert_memories(
+        self, rows: Sequence[StoredMemory], versions: Sequence[StoredVersion] = ()
+    ) -> list[tuple[StoredMemory, bool]]:
+        """Insert rows atomically. A row whose idempotency key exists yields the stored row and False.
+
+        `versions` are recorded in the same transaction, each only if its memory was inserted.
+        """
         ...
 
     async def fetch_memories(self, namespace: Namespace, ids: Sequence[str]) -> list[StoredMemory]:
@@ -99,13 +145,27 @@ class RecordStore(Protocol):
         ...
 
     async def update_memory(
-        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+        self,
+        namespace: Namespace,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        now: float,
+        version: StoredVersion | None = None,
     ) -> StoredMemory | None:
-        """Apply column changes, bump the revision and mark the row for re-indexing."""
+        """Apply column changes, bump the revision and mark the row for re-indexing.
+
+        `version` is recorded in the same transaction when the row exists.
+        """
         ...
 
-    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
-        """Delete a row and leave a vector tombstone; return the deleted row."""
+    async def delete_memory(
+        self, namespace: Namespace, memory_id: str, version: StoredVersion | None = None
+    ) -> StoredMemory | None:
+        """Delete a row and leave a vector tombstone; return the deleted row.
+
+        The memory's versions go with it; `version` (the content-free record of the deletion)
+        is kept in their place.
+        """
         ...
 
     async def forget_namespace(self, namespace: Namespace) -> int:
@@ -141,6 +201,58 @@ class RecordStore(Protocol):
     async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
         """usage_count++, last_accessed_at and one memory_events row per event, in one transaction."""
         ...
+
+    # Lifecycle: history, deduplication, feedback, maintenance
+    async def fetch_by_idempotency_keys(self, namespace: Namespace, keys: Sequence[str]) -> list[StoredMemory]:
+        """The rows of `namespace` holding any of these idempotency keys."""
+        ...
+
+    async def existing_memory_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of these ids any namespace already uses."""
+        ...
+
+    async def superseded_ids(self, namespace: Namespace, successor_id: str) -> list[str]:
+        """The ids of the memories that `successor_id` superseded."""
+        ...
+
+    async def confirm_memory(
+        self, namespace: Namespace, memory_id: str, now: float, version: StoredVersion
+    ) -> StoredMemory | None:
+        """confirmation_count++ and a version row, in one transaction; the vector is unchanged."""
+        ...
+
+    async def list_versions(
+        self, namespace: Namespace, memory_ids: Sequence[str], after_version: int, limit: int
+    ) -> list[StoredVersion]:
+        """Versions of these memories, by memory then version, after `after_version`."""
+        ...
+
+    async def record_feedback(
+        self, namespace: Namespace, request_id: str, used: Sequence[str], unused: Sequence[str], now: float
+    ) -> list[str]:
+        """Record used/unused reports once per (request, memory) and recompute vitality.
+
+        Returns the ids recorded; unknown ids and repeated reports are skipped.
+        """
+        ...
+
+    async def acquire_lease(self, name: str, holder: str, now: float, ttl_s: float) -> bool:
+        """Take (or renew) the named lease unless another holder's lease is unexpired."""
+        ...
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+    async def scan_memories(self, after_id: str, limit: int) -> list[StoredMemory]:
+        """Every namespace's rows in id order after `after_id` (for the maintenance job)."""
+        ...
+
+    async def apply_maintenance(self, updates: Sequence[MaintenanceUpdate], now: float) -> list[StoredMemory]:
+        """Compare-and-set each update on its revision; return the rows whose tier changed."""
+        ...
+
+    async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None: ...
+
+    async def get_usage_stats(self, tenant: str) -> UsageStats | None: ...
 
     # API keys
     async def insert_api_key(self, record: ApiKeyRecord) -> None: ...

@@ -136,6 +136,57 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             END""",
         ),
     ),
+    (
+        3,
+        (
+            # The memory lifecycle (issue 6): expiry, confirmation, score reasons, vitality from
+            # feedback; a version row per change (content sealed like the memory); the lease that
+            # keeps two maintenance runs from overlapping; per-tenant usage percentiles.
+            "ALTER TABLE memories ADD COLUMN expires_at REAL",
+            "ALTER TABLE memories ADD COLUMN confirmation_count INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE memories ADD COLUMN score_reasons TEXT NOT NULL DEFAULT '{}'",
+            "ALTER TABLE memories ADD COLUMN vitality REAL NOT NULL DEFAULT 1.0",
+            "ALTER TABLE memories ADD COLUMN feedback_used INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE memories ADD COLUMN feedback_unused INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
+            "CREATE INDEX memories_superseded_by ON memories (ns, superseded_by) WHERE superseded_by <> ''",
+            """CREATE TABLE memory_versions (
+                id TEXT PRIMARY KEY,
+                memory_id TEXT NOT NULL,
+                ns TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                at REAL NOT NULL,
+                actor TEXT NOT NULL,
+                change TEXT NOT NULL,
+                fields TEXT NOT NULL,
+                description TEXT NOT NULL,
+                tier TEXT NOT NULL,
+                retention_status TEXT NOT NULL,
+                importance REAL NOT NULL,
+                ciphertext BLOB,
+                UNIQUE (memory_id, version)
+            )""",
+            "CREATE INDEX memory_versions_ns ON memory_versions (ns)",
+            "CREATE INDEX memory_events_request ON memory_events (ns, request_id, memory_id)",
+            """CREATE TABLE maintenance_leases (
+                name TEXT PRIMARY KEY,
+                holder TEXT NOT NULL,
+                expires_at REAL NOT NULL
+            )""",
+            """CREATE TABLE tenant_usage_stats (
+                tenant TEXT PRIMARY KEY,
+                p50 REAL NOT NULL,
+                p90 REAL NOT NULL,
+                p99 REAL NOT NULL,
+                memories INTEGER NOT NULL,
+                computed_at REAL NOT NULL
+            )""",
+        ),
+    ),
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -232,6 +283,57 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (ns, prefix)
             )""",
             "CREATE INDEX vector_placements_shard ON vector_placements (prefix, shard)",
+        ),
+    ),
+    (
+        3,
+        (
+            # The memory lifecycle (issue 6): expiry, confirmation, score reasons, vitality from
+            # feedback; a version row per change (content sealed like the memory); the lease that
+            # keeps two maintenance runs from overlapping; per-tenant usage percentiles.
+            "ALTER TABLE memories ADD COLUMN expires_at DOUBLE PRECISION",
+            "ALTER TABLE memories ADD COLUMN confirmation_count INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE memories ADD COLUMN score_reasons TEXT NOT NULL DEFAULT '{}'",
+            "ALTER TABLE memories ADD COLUMN vitality DOUBLE PRECISION NOT NULL DEFAULT 1.0",
+            "ALTER TABLE memories ADD COLUMN feedback_used INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE memories ADD COLUMN feedback_unused INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_expires ON memories (expires_at) WHERE expires_at IS NOT NULL",
+            "CREATE INDEX memories_superseded_by ON memories (ns, superseded_by) WHERE superseded_by <> ''",
+            """CREATE TABLE memory_versions (
+                id TEXT PRIMARY KEY,
+                memory_id TEXT NOT NULL,
+                ns TEXT NOT NULL,
+                tenant TEXT NOT NULL,
+                project TEXT NOT NULL,
+                environment TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                at DOUBLE PRECISION NOT NULL,
+                actor TEXT NOT NULL,
+                change TEXT NOT NULL,
+                fields TEXT NOT NULL,
+                description TEXT NOT NULL,
+                tier TEXT NOT NULL,
+                retention_status TEXT NOT NULL,
+                importance DOUBLE PRECISION NOT NULL,
+                ciphertext BYTEA,
+                UNIQUE (memory_id, version)
+            )""",
+            "CREATE INDEX memory_versions_ns ON memory_versions (ns)",
+            "CREATE INDEX memory_events_request ON memory_events (ns, request_id, memory_id)",
+            """CREATE TABLE maintenance_leases (
+                name TEXT PRIMARY KEY,
+                holder TEXT NOT NULL,
+                expires_at DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE tenant_usage_stats (
+                tenant TEXT PRIMARY KEY,
+                p50 DOUBLE PRECISION NOT NULL,
+                p90 DOUBLE PRECISION NOT NULL,
+                p99 DOUBLE PRECISION NOT NULL,
+                memories BIGINT NOT NULL,
+                computed_at DOUBLE PRECISION NOT NULL
+            )""",
         ),
     ),
 )

@@ -19,14 +19,17 @@ from memsvc.domain.models import (
     Namespace,
     RecallEvent,
     StoredMemory,
+    StoredVersion,
     WrappedDataKey,
 )
 from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.records.base import (
     UPDATABLE_COLUMNS,
     IndexTicket,
+    MaintenanceUpdate,
     NamespaceTombstone,
     PageCursor,
+    UsageStats,
     VectorPlacement,
     VectorTombstone,
 )
@@ -36,13 +39,19 @@ from memsvc.stores.records.rows import (
     API_KEY_COLUMNS,
     INSERT_MEMORY_ARITY,
     INSERT_MEMORY_COLUMNS,
+    INSERT_VERSION_ARITY,
+    INSERT_VERSION_COLUMNS,
     MEMORY_COLUMNS,
+    VERSION_COLUMNS,
     api_key_from_row,
     api_key_to_params,
     changes_to_params,
     filter_sql,
     memory_from_row,
     memory_to_params,
+    version_from_row,
+    version_to_params,
+    vitality_sql,
 )
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,19 @@ _LATEST_DATA_KEY = "SELECT version, master_version, wrapped FROM data_keys WHERE
 
 def _tags_any_sql(n: int) -> str:
     return f"tags ?| ARRAY[{', '.join(['%s::text'] * n)}]"
+
+
+async def _insert_version(conn: AsyncConnection[Any], v: StoredVersion) -> None:
+    """Record a version as the next number of its memory; callers hold the memory row's lock."""
+    cur = await conn.execute(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM memory_versions WHERE memory_id = %s", (v.memory_id,)
+    )
+    row = await cur.fetchone()
+    number = int(row[0]) if row is not None else 1
+    await conn.execute(
+        f"INSERT INTO memory_versions ({INSERT_VERSION_COLUMNS}) VALUES ({', '.join(['%s'] * INSERT_VERSION_ARITY)})",
+        version_to_params(v, number),
+    )
 
 
 class PostgresRecordStore:
@@ -153,7 +175,9 @@ class PostgresRecordStore:
 
     # -- memories -----------------------------------------------------------------------------
 
-    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
+    async def insert_memories(
+        self, rows: Sequence[StoredMemory], versions: Sequence[StoredVersion] = ()
+    ) -> list[tuple[StoredMemory, bool]]:
         out: list[tuple[StoredMemory, bool]] = []
         async with self._tx() as conn:
             for row in rows:
@@ -171,6 +195,10 @@ class PostgresRecordStore:
                 if existing is None:
                     raise Unavailable("an idempotent insert raced with a delete; retry", retry_after_s=0.1)
                 out.append((memory_from_row(existing), False))
+            created = {row.id for row, fresh in out if fresh}
+            for version in versions:
+                if version.memory_id in created:
+                    await _insert_version(conn, version)
         return out
 
     async def fetch_memories(self, namespace: Namespace, ids: Sequence[str]) -> list[StoredMemory]:
@@ -209,7 +237,12 @@ class PostgresRecordStore:
             return [memory_from_row(r) for r in await cur.fetchall()]
 
     async def update_memory(
-        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+        self,
+        namespace: Namespace,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        now: float,
+        version: StoredVersion | None = None,
     ) -> StoredMemory | None:
         unknown = set(changes) - UPDATABLE_COLUMNS
         if unknown:
@@ -224,9 +257,13 @@ class PostgresRecordStore:
                 (*params.values(), now, namespace.digest, memory_id),
             )
             row = await cur.fetchone()
+            if row is not None and version is not None:
+                await _insert_version(conn, version)
         return None if row is None else memory_from_row(row)
 
-    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
+    async def delete_memory(
+        self, namespace: Namespace, memory_id: str, version: StoredVersion | None = None
+    ) -> StoredMemory | None:
         async with self._tx() as conn:
             cur = await conn.execute(
                 f"DELETE FROM memories WHERE ns = %s AND id = %s RETURNING {_SELECT_MEMORY}",
@@ -242,6 +279,11 @@ class PostgresRecordStore:
                 "embedding_version = excluded.embedding_version, at = excluded.at",
                 (memory_id, namespace.digest, memory.embedding_version, time.time()),
             )
+            await conn.execute(
+                "DELETE FROM memory_versions WHERE memory_id = %s AND ns = %s", (memory_id, namespace.digest)
+            )
+            if version is not None:
+                await _insert_version(conn, version)
             return memory
 
     async def forget_namespace(self, namespace: Namespace) -> int:
@@ -250,6 +292,7 @@ class PostgresRecordStore:
             cur = await conn.execute("DELETE FROM memories WHERE ns = %s", (digest,))
             count = cur.rowcount
             await conn.execute("DELETE FROM memory_events WHERE ns = %s", (digest,))
+            await conn.execute("DELETE FROM memory_versions WHERE ns = %s", (digest,))
             await conn.execute("DELETE FROM data_keys WHERE ns = %s", (digest,))
             await conn.execute("DELETE FROM vector_tombstones WHERE ns = %s", (digest,))
             await conn.execute(
@@ -343,6 +386,157 @@ class PostgresRecordStore:
                 "VALUES (%s, %s, 'recall', %s, %s, %s, %s)",
                 [(e.memory_id, e.namespace.digest, e.request_id, e.score, e.rank, e.at) for e in events],
             )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def fetch_by_idempotency_keys(self, namespace: Namespace, keys: Sequence[str]) -> list[StoredMemory]:
+        if not keys:
+            return []
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE ns = %s AND idempotency_key = ANY(%s)",
+                (namespace.digest, list(keys)),
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    async def existing_memory_ids(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        async with self._tx() as conn:
+            cur = await conn.execute("SELECT id FROM memories WHERE id = ANY(%s)", (list(ids),))
+            return {r[0] for r in await cur.fetchall()}
+
+    async def superseded_ids(self, namespace: Namespace, successor_id: str) -> list[str]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT id FROM memories WHERE ns = %s AND superseded_by = %s ORDER BY id",
+                (namespace.digest, successor_id),
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    async def confirm_memory(
+        self, namespace: Namespace, memory_id: str, now: float, version: StoredVersion
+    ) -> StoredMemory | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "UPDATE memories SET confirmation_count = confirmation_count + 1, updated_at = %s "
+                f"WHERE ns = %s AND id = %s RETURNING {_SELECT_MEMORY}",
+                (now, namespace.digest, memory_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            await _insert_version(conn, version)
+            return memory_from_row(row)
+
+    async def list_versions(
+        self, namespace: Namespace, memory_ids: Sequence[str], after_version: int, limit: int
+    ) -> list[StoredVersion]:
+        if not memory_ids:
+            return []
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE ns = %s AND memory_id = ANY(%s) "
+                "AND version > %s ORDER BY memory_id, version LIMIT %s",
+                (namespace.digest, list(memory_ids), after_version, limit),
+            )
+            return [version_from_row(r) for r in await cur.fetchall()]
+
+    async def record_feedback(
+        self, namespace: Namespace, request_id: str, used: Sequence[str], unused: Sequence[str], now: float
+    ) -> list[str]:
+        recorded: list[str] = []
+        async with self._tx() as conn:
+            for event, column, ids in (("used", "feedback_used", used), ("unused", "feedback_unused", unused)):
+                for memory_id in dict.fromkeys(ids):
+                    # Lock the row first: concurrent reports of one (request, memory) serialise here.
+                    cur = await conn.execute(
+                        "SELECT 1 FROM memories WHERE ns = %s AND id = %s FOR UPDATE", (namespace.digest, memory_id)
+                    )
+                    if await cur.fetchone() is None:
+                        continue
+                    cur = await conn.execute(
+                        "SELECT 1 FROM memory_events WHERE ns = %s AND request_id = %s AND memory_id = %s "
+                        "AND event IN ('used', 'unused')",
+                        (namespace.digest, request_id, memory_id),
+                    )
+                    if await cur.fetchone() is not None:
+                        continue
+                    await conn.execute(f"UPDATE memories SET {column} = {column} + 1 WHERE id = %s", (memory_id,))
+                    await conn.execute(f"UPDATE memories SET vitality = {vitality_sql()} WHERE id = %s", (memory_id,))
+                    await conn.execute(
+                        "INSERT INTO memory_events (memory_id, ns, event, request_id, at) VALUES (%s, %s, %s, %s, %s)",
+                        (memory_id, namespace.digest, event, request_id, now),
+                    )
+                    recorded.append(memory_id)
+        return recorded
+
+    async def acquire_lease(self, name: str, holder: str, now: float, ttl_s: float) -> bool:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "INSERT INTO maintenance_leases (name, holder, expires_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                "WHERE maintenance_leases.holder = excluded.holder OR maintenance_leases.expires_at <= %s "
+                "RETURNING holder",
+                (name, holder, now + ttl_s, now),
+            )
+            return await cur.fetchone() is not None
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute("DELETE FROM maintenance_leases WHERE name = %s AND holder = %s", (name, holder))
+
+    async def scan_memories(self, after_id: str, limit: int) -> list[StoredMemory]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE id > %s ORDER BY id LIMIT %s", (after_id, limit)
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    async def apply_maintenance(self, updates: Sequence[MaintenanceUpdate], now: float) -> list[StoredMemory]:
+        if not updates:
+            return []
+        moved: list[StoredMemory] = []
+        async with self._tx() as conn:
+            for u in updates:
+                if u.tier is None:
+                    await conn.execute(
+                        "UPDATE memories SET decay = %s WHERE id = %s AND ns = %s AND revision = %s",
+                        (u.decay, u.memory_id, u.namespace_digest, u.revision),
+                    )
+                    continue
+                cur = await conn.execute(
+                    "UPDATE memories SET decay = %s, tier = %s, revision = revision + 1, indexed = 0, "
+                    f"updated_at = %s WHERE id = %s AND ns = %s AND revision = %s RETURNING {_SELECT_MEMORY}",
+                    (u.decay, u.tier.value, now, u.memory_id, u.namespace_digest, u.revision),
+                )
+                row = await cur.fetchone()
+                if row is not None:
+                    moved.append(memory_from_row(row))
+                    if u.version is not None:
+                        await _insert_version(conn, u.version)
+        return moved
+
+    async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None:
+        if not stats:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO tenant_usage_stats (tenant, p50, p90, p99, memories, computed_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant) DO UPDATE SET p50 = excluded.p50, "
+                "p90 = excluded.p90, p99 = excluded.p99, memories = excluded.memories, "
+                "computed_at = excluded.computed_at",
+                [(s.tenant, s.p50, s.p90, s.p99, s.memories, s.computed_at) for s in stats],
+            )
+
+    async def get_usage_stats(self, tenant: str) -> UsageStats | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT tenant, p50, p90, p99, memories, computed_at FROM tenant_usage_stats WHERE tenant = %s",
+                (tenant,),
+            )
+            row = await cur.fetchone()
+        return None if row is None else UsageStats(row[0], row[1], row[2], row[3], int(row[4]), row[5])
 
     # -- API keys -----------------------------------------------------------------------------
 

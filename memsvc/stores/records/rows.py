@@ -8,6 +8,7 @@ from typing import Any
 
 from memsvc.domain.models import (
     ApiKeyRecord,
+    MemoryChange,
     MemoryFilter,
     MemoryKind,
     Namespace,
@@ -15,6 +16,7 @@ from memsvc.domain.models import (
     RetentionStatus,
     Role,
     StoredMemory,
+    StoredVersion,
     Tier,
 )
 
@@ -22,7 +24,7 @@ MEMORY_COLUMNS = (
     "id, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality"
 )
 
 API_KEY_COLUMNS = (
@@ -54,6 +56,10 @@ def memory_from_row(row: Sequence[Any]) -> StoredMemory:
         idempotency_key=row[22] or "",
         indexed=bool(row[23]),
         revision=int(row[24]),
+        expires_at=None if row[25] is None else float(row[25]),
+        confirmation_count=int(row[26]),
+        score_reasons=json.loads(row[27] or "{}"),
+        vitality=float(row[28]),
     )
 
 
@@ -86,6 +92,10 @@ def memory_to_params(m: StoredMemory) -> tuple[Any, ...]:
         m.idempotency_key or None,
         int(m.indexed),
         m.revision,
+        m.expires_at,
+        m.confirmation_count,
+        json.dumps(dict(m.score_reasons), sort_keys=True),
+        m.vitality,
     )
 
 
@@ -93,9 +103,9 @@ INSERT_MEMORY_COLUMNS = (
     "id, ns, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality"
 )
-INSERT_MEMORY_ARITY = 26
+INSERT_MEMORY_ARITY = 30
 
 
 def api_key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
@@ -173,8 +183,68 @@ def changes_to_params(changes: Mapping[str, Any]) -> dict[str, Any]:
     for column, value in changes.items():
         if column == "tags":
             out[column] = json.dumps(list(value))
+        elif column == "score_reasons":
+            out[column] = json.dumps(dict(value), sort_keys=True)
         elif hasattr(value, "value") and column in {"tier", "retention_status"}:
             out[column] = value.value
         else:
             out[column] = value
     return out
+
+
+VERSION_COLUMNS = (
+    "id, memory_id, tenant, project, environment, user_id, version, at, actor, change, fields, "
+    "description, tier, retention_status, importance, ciphertext"
+)
+INSERT_VERSION_COLUMNS = (
+    "id, memory_id, ns, tenant, project, environment, user_id, version, at, actor, change, fields, "
+    "description, tier, retention_status, importance, ciphertext"
+)
+INSERT_VERSION_ARITY = 17
+
+
+def version_from_row(row: Sequence[Any]) -> StoredVersion:
+    return StoredVersion(
+        id=row[0],
+        memory_id=row[1],
+        namespace=Namespace(row[2], row[3], row[4], row[5]),
+        version=int(row[6]),
+        at=float(row[7]),
+        actor=row[8],
+        change=MemoryChange(row[9]),
+        fields=tuple(json.loads(row[10])),
+        description=row[11],
+        tier=Tier(row[12]),
+        retention_status=RetentionStatus(row[13]),
+        importance=float(row[14]),
+        ciphertext=None if row[15] is None else bytes(row[15]),
+    )
+
+
+def version_to_params(v: StoredVersion, version: int) -> tuple[Any, ...]:
+    ns = v.namespace
+    return (
+        v.id,
+        v.memory_id,
+        ns.digest,
+        ns.tenant,
+        ns.project,
+        ns.environment,
+        ns.user_id,
+        version,
+        v.at,
+        v.actor,
+        v.change.value,
+        json.dumps(list(v.fields)),
+        v.description,
+        v.tier.value,
+        v.retention_status.value,
+        v.importance,
+        v.ciphertext,
+    )
+
+
+def vitality_sql() -> str:
+    """Vitality from feedback counts: 1 with no reports, falling towards 0.3 as unused reports
+    outnumber used ones (two pseudo-reports keep a single report from swinging it)."""
+    return "1.0 - 0.7 * feedback_unused / (feedback_used + feedback_unused + 2.0)"

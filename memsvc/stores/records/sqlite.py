@@ -17,14 +17,17 @@ from memsvc.domain.models import (
     Namespace,
     RecallEvent,
     StoredMemory,
+    StoredVersion,
     WrappedDataKey,
 )
 from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.records.base import (
     UPDATABLE_COLUMNS,
     IndexTicket,
+    MaintenanceUpdate,
     NamespaceTombstone,
     PageCursor,
+    UsageStats,
     VectorPlacement,
     VectorTombstone,
 )
@@ -34,13 +37,19 @@ from memsvc.stores.records.rows import (
     API_KEY_COLUMNS,
     INSERT_MEMORY_ARITY,
     INSERT_MEMORY_COLUMNS,
+    INSERT_VERSION_ARITY,
+    INSERT_VERSION_COLUMNS,
     MEMORY_COLUMNS,
+    VERSION_COLUMNS,
     api_key_from_row,
     api_key_to_params,
     changes_to_params,
     filter_sql,
     memory_from_row,
     memory_to_params,
+    version_from_row,
+    version_to_params,
+    vitality_sql,
 )
 
 T = TypeVar("T")
@@ -49,6 +58,17 @@ _BUSY_TIMEOUT_MS = 5000
 
 def _tags_any_sql(n: int) -> str:
     return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join('?' * n)}))"
+
+
+def _insert_version(conn: sqlite3.Connection, v: StoredVersion) -> None:
+    """Record a version as the next number of its memory (callers hold the write lock)."""
+    number = conn.execute(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM memory_versions WHERE memory_id = ?", (v.memory_id,)
+    ).fetchone()[0]
+    conn.execute(
+        f"INSERT INTO memory_versions ({INSERT_VERSION_COLUMNS}) VALUES ({', '.join('?' * INSERT_VERSION_ARITY)})",
+        version_to_params(v, int(number)),
+    )
 
 
 class SqliteRecordStore:
@@ -158,7 +178,9 @@ class SqliteRecordStore:
 
     # -- memories -----------------------------------------------------------------------------
 
-    async def insert_memories(self, rows: Sequence[StoredMemory]) -> list[tuple[StoredMemory, bool]]:
+    async def insert_memories(
+        self, rows: Sequence[StoredMemory], versions: Sequence[StoredVersion] = ()
+    ) -> list[tuple[StoredMemory, bool]]:
         def insert(conn: sqlite3.Connection) -> list[tuple[StoredMemory, bool]]:
             out: list[tuple[StoredMemory, bool]] = []
             placeholders = ", ".join("?" * INSERT_MEMORY_ARITY)
@@ -176,6 +198,10 @@ class SqliteRecordStore:
                     memory_to_params(row),
                 )
                 out.append((row, True))
+            created = {row.id for row, fresh in out if fresh}
+            for version in versions:
+                if version.memory_id in created:
+                    _insert_version(conn, version)
             return out
 
         return await self._write(insert)
@@ -225,7 +251,12 @@ class SqliteRecordStore:
         return await self._run(neighbors)
 
     async def update_memory(
-        self, namespace: Namespace, memory_id: str, changes: Mapping[str, Any], now: float
+        self,
+        namespace: Namespace,
+        memory_id: str,
+        changes: Mapping[str, Any],
+        now: float,
+        version: StoredVersion | None = None,
     ) -> StoredMemory | None:
         unknown = set(changes) - UPDATABLE_COLUMNS
         if unknown:
@@ -243,11 +274,15 @@ class SqliteRecordStore:
             row = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND id = ?", (namespace.digest, memory_id)
             ).fetchone()
+            if row is not None and version is not None:
+                _insert_version(conn, version)
             return None if row is None else memory_from_row(row)
 
         return await self._write(update)
 
-    async def delete_memory(self, namespace: Namespace, memory_id: str) -> StoredMemory | None:
+    async def delete_memory(
+        self, namespace: Namespace, memory_id: str, version: StoredVersion | None = None
+    ) -> StoredMemory | None:
         def delete(conn: sqlite3.Connection) -> StoredMemory | None:
             row = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND id = ?", (namespace.digest, memory_id)
@@ -260,6 +295,9 @@ class SqliteRecordStore:
                 "INSERT OR REPLACE INTO vector_tombstones (memory_id, ns, embedding_version, at) VALUES (?, ?, ?, ?)",
                 (memory_id, namespace.digest, memory.embedding_version, time.time()),
             )
+            conn.execute("DELETE FROM memory_versions WHERE memory_id = ? AND ns = ?", (memory_id, namespace.digest))
+            if version is not None:
+                _insert_version(conn, version)
             return memory
 
         return await self._write(delete)
@@ -269,6 +307,7 @@ class SqliteRecordStore:
             digest = namespace.digest
             count = conn.execute("DELETE FROM memories WHERE ns = ?", (digest,)).rowcount
             conn.execute("DELETE FROM memory_events WHERE ns = ?", (digest,))
+            conn.execute("DELETE FROM memory_versions WHERE ns = ?", (digest,))
             conn.execute("DELETE FROM data_keys WHERE ns = ?", (digest,))
             conn.execute("DELETE FROM vector_tombstones WHERE ns = ?", (digest,))
             conn.execute(
@@ -381,6 +420,184 @@ class SqliteRecordStore:
             )
 
         await self._write(record)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def fetch_by_idempotency_keys(self, namespace: Namespace, keys: Sequence[str]) -> list[StoredMemory]:
+        if not keys:
+            return []
+
+        def fetch(conn: sqlite3.Connection) -> list[StoredMemory]:
+            marks = ", ".join("?" * len(keys))
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE ns = ? AND idempotency_key IN ({marks})",
+                (namespace.digest, *keys),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(fetch)
+
+    async def existing_memory_ids(self, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+
+        def fetch(conn: sqlite3.Connection) -> set[str]:
+            marks = ", ".join("?" * len(ids))
+            return {r[0] for r in conn.execute(f"SELECT id FROM memories WHERE id IN ({marks})", tuple(ids))}
+
+        return await self._run(fetch)
+
+    async def superseded_ids(self, namespace: Namespace, successor_id: str) -> list[str]:
+        rows = await self._run(
+            lambda conn: conn.execute(
+                "SELECT id FROM memories WHERE ns = ? AND superseded_by = ? ORDER BY id",
+                (namespace.digest, successor_id),
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def confirm_memory(
+        self, namespace: Namespace, memory_id: str, now: float, version: StoredVersion
+    ) -> StoredMemory | None:
+        def confirm(conn: sqlite3.Connection) -> StoredMemory | None:
+            changed = conn.execute(
+                "UPDATE memories SET confirmation_count = confirmation_count + 1, updated_at = ? "
+                "WHERE ns = ? AND id = ?",
+                (now, namespace.digest, memory_id),
+            ).rowcount
+            if not changed:
+                return None
+            _insert_version(conn, version)
+            row = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            return memory_from_row(row)
+
+        return await self._write(confirm)
+
+    async def list_versions(
+        self, namespace: Namespace, memory_ids: Sequence[str], after_version: int, limit: int
+    ) -> list[StoredVersion]:
+        if not memory_ids:
+            return []
+
+        def listing(conn: sqlite3.Connection) -> list[StoredVersion]:
+            marks = ", ".join("?" * len(memory_ids))
+            rows = conn.execute(
+                f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE ns = ? AND memory_id IN ({marks}) "
+                "AND version > ? ORDER BY memory_id, version LIMIT ?",
+                (namespace.digest, *memory_ids, after_version, limit),
+            ).fetchall()
+            return [version_from_row(r) for r in rows]
+
+        return await self._run(listing)
+
+    async def record_feedback(
+        self, namespace: Namespace, request_id: str, used: Sequence[str], unused: Sequence[str], now: float
+    ) -> list[str]:
+        def record(conn: sqlite3.Connection) -> list[str]:
+            recorded: list[str] = []
+            for event, column, ids in (("used", "feedback_used", used), ("unused", "feedback_unused", unused)):
+                for memory_id in dict.fromkeys(ids):
+                    seen = conn.execute(
+                        "SELECT 1 FROM memory_events WHERE ns = ? AND request_id = ? AND memory_id = ? "
+                        "AND event IN ('used', 'unused')",
+                        (namespace.digest, request_id, memory_id),
+                    ).fetchone()
+                    if seen is not None:
+                        continue
+                    changed = conn.execute(
+                        f"UPDATE memories SET {column} = {column} + 1 WHERE ns = ? AND id = ?",
+                        (namespace.digest, memory_id),
+                    ).rowcount
+                    if not changed:
+                        continue
+                    conn.execute(
+                        f"UPDATE memories SET vitality = {vitality_sql()} WHERE id = ?",
+                        (memory_id,),
+                    )
+                    conn.execute(
+                        "INSERT INTO memory_events (memory_id, ns, event, request_id, at) VALUES (?, ?, ?, ?, ?)",
+                        (memory_id, namespace.digest, event, request_id, now),
+                    )
+                    recorded.append(memory_id)
+            return recorded
+
+        return await self._write(record)
+
+    async def acquire_lease(self, name: str, holder: str, now: float, ttl_s: float) -> bool:
+        def acquire(conn: sqlite3.Connection) -> bool:
+            conn.execute(
+                "INSERT INTO maintenance_leases (name, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+                "WHERE maintenance_leases.holder = excluded.holder OR maintenance_leases.expires_at <= ?",
+                (name, holder, now + ttl_s, now),
+            )
+            row = conn.execute("SELECT holder FROM maintenance_leases WHERE name = ?", (name,)).fetchone()
+            return bool(row is not None and row[0] == holder)
+
+        return await self._write(acquire)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._write(
+            lambda conn: conn.execute("DELETE FROM maintenance_leases WHERE name = ? AND holder = ?", (name, holder))
+        )
+
+    async def scan_memories(self, after_id: str, limit: int) -> list[StoredMemory]:
+        rows = await self._run(
+            lambda conn: conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+            ).fetchall()
+        )
+        return [memory_from_row(r) for r in rows]
+
+    async def apply_maintenance(self, updates: Sequence[MaintenanceUpdate], now: float) -> list[StoredMemory]:
+        if not updates:
+            return []
+
+        def apply(conn: sqlite3.Connection) -> list[StoredMemory]:
+            moved: list[str] = []
+            for u in updates:
+                if u.tier is None:
+                    conn.execute(
+                        "UPDATE memories SET decay = ? WHERE id = ? AND ns = ? AND revision = ?",
+                        (u.decay, u.memory_id, u.namespace_digest, u.revision),
+                    )
+                    continue
+                changed = conn.execute(
+                    "UPDATE memories SET decay = ?, tier = ?, revision = revision + 1, indexed = 0, updated_at = ? "
+                    "WHERE id = ? AND ns = ? AND revision = ?",
+                    (u.decay, u.tier.value, now, u.memory_id, u.namespace_digest, u.revision),
+                ).rowcount
+                if changed:
+                    moved.append(u.memory_id)
+                    if u.version is not None:
+                        _insert_version(conn, u.version)
+            if not moved:
+                return []
+            marks = ", ".join("?" * len(moved))
+            rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", moved).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._write(apply)
+
+    async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None:
+        if not stats:
+            return
+        await self._write(
+            lambda conn: conn.executemany(
+                "INSERT OR REPLACE INTO tenant_usage_stats (tenant, p50, p90, p99, memories, computed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(s.tenant, s.p50, s.p90, s.p99, s.memories, s.computed_at) for s in stats],
+            )
+        )
+
+    async def get_usage_stats(self, tenant: str) -> UsageStats | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT tenant, p50, p90, p99, memories, computed_at FROM tenant_usage_stats WHERE tenant = ?",
+                (tenant,),
+            ).fetchone()
+        )
+        return None if row is None else UsageStats(row[0], row[1], row[2], row[3], int(row[4]), row[5])
 
     # -- API keys -----------------------------------------------------------------------------
 
