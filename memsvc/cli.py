@@ -160,6 +160,77 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """One maintenance pass (decay, usage percentiles, tiers, expiry) and one reconciliation."""
+    from memsvc.server import build_components
+
+    settings = _settings(args)
+
+    async def run() -> dict[str, Any]:
+        components = await build_components(settings)
+        try:
+            assert components.maintenance is not None
+            report = await components.maintenance.run_once()
+            reconciled = await components.reconciler.run_once()
+            return {
+                "ran": report.ran,
+                "note": report.note,
+                "scanned": report.scanned,
+                "decay_updated": report.decay_updated,
+                "tier_moves": report.tier_moves,
+                "expired_deleted": report.expired_deleted,
+                "retention_deleted": report.retention_deleted,
+                "tenants_with_usage": report.tenants_with_usage,
+                "reindexed": reconciled.indexed,
+                "vectors_deleted": reconciled.vectors_deleted,
+            }
+        finally:
+            await components.close()
+
+    _print(asyncio.run(run()))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the user's memories as JSON Lines (docs/export-format.md) to stdout."""
+    client = _client(args)
+    count = 0
+    for line in client.export_lines(args.user):
+        sys.stdout.write(line + "\n")
+        count += 1
+    sys.stdout.flush()
+    print(f"exported {count} memories of {args.user}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Read JSON Lines (docs/export-format.md) from stdin and import them for the user."""
+    client = _client(args)
+    totals = {"imported": 0, "skipped": 0}
+    batch: list[str] = []
+
+    def flush() -> None:
+        if batch:
+            result = client.import_lines(args.user, batch)
+            totals["imported"] += result["imported"]
+            totals["skipped"] += result["skipped"]
+            batch.clear()
+
+    for line in sys.stdin:
+        if line.strip():
+            batch.append(line)
+        if len(batch) >= args.batch:
+            flush()
+    flush()
+    print(f"imported {totals['imported']}, skipped {totals['skipped']} (imported before)", file=sys.stderr)
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    _print(_client(args).history(args.user, args.id))
+    return 0
+
+
 # `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
 BENCHMARKS = ("query", "write", "scaling", "locomo")
 
@@ -234,6 +305,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     forget = client_command("forget", "erase everything of one user")
     forget.set_defaults(func=cmd_forget)
+
+    maintain = sub.add_parser("maintain", help="one maintenance pass: decay, usage, tiers, expiry (for a CronJob)")
+    maintain.set_defaults(func=cmd_maintain)
+
+    export = client_command("export", "write a user's memories with their history as JSON Lines to stdout")
+    export.set_defaults(func=cmd_export)
+
+    import_ = client_command("import", "import JSON Lines from stdin (idempotent; keeps ids and created_at)")
+    import_.add_argument("--batch", type=int, default=100, help="records per ImportMemories call")
+    import_.set_defaults(func=cmd_import)
+
+    history = client_command("history", "the versions of one memory")
+    history.add_argument("id")
+    history.set_defaults(func=cmd_history)
 
     bench = sub.add_parser("bench", help="run a benchmark against an in-process server")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)

@@ -106,6 +106,23 @@ class Settings(BaseSettings):
     usage_saturation: float = 10.0
     recall_candidates: int = 50
 
+    # Memory lifecycle: deduplication, contradictions, decay, tiers, expiry (the maintenance job)
+    # How often the in-process scheduler runs maintenance; 0 disables it (a CronJob runs
+    # `memsvc maintain` instead). Runs on several replicas are safe: they share a lease.
+    maintenance_interval_s: float = 3600.0
+    maintenance_lease_ttl_s: float = 300.0
+    decay_half_life_days: float = 30.0
+    tier_hot_idle_days: float = 7.0
+    tier_cold_idle_days: float = 30.0
+    tier_hot_importance: float = 0.9
+    # Days after creation when memories of a kind are deleted, e.g. '{"episode": 365}'.
+    retention_days_by_kind: dict[str, float] = Field(default_factory=dict)
+    # A new memory this similar (cosine) with the same content terms confirms the old one.
+    duplicate_similarity: float = 0.92
+    # Memories at least this similar are checked for contradictions with a new one.
+    contradiction_similarity: float = 0.2
+    contradiction_candidates: int = 8
+
     # Limits
     max_content_chars: int = 32_768
     max_batch_items: int = 256
@@ -145,6 +162,10 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.partitions_per_collection < 1 or self.partitions_per_collection > 1023:
             raise ValueError("partitions_per_collection must be within 1..1023")
+        kinds = {"fact", "preference", "episode", "decision", "summary", "recommendation", "commitment"}
+        unknown = sorted(set(self.retention_days_by_kind) - kinds)
+        if unknown:
+            raise ValueError(f"retention_days_by_kind: unknown kinds {unknown}; use {sorted(kinds)}")
         return self
 
     @property

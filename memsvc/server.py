@@ -18,7 +18,7 @@ from memsvc.api.server import MemoryServer
 from memsvc.config import Settings
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.crypto.keyring import MasterKeyRing, new_key_b64
-from memsvc.domain.models import Permission
+from memsvc.domain.models import MemoryKind, Permission
 from memsvc.embeddings.base import Embedder
 from memsvc.errors import FailedPrecondition
 from memsvc.keys import ApiKeys
@@ -31,13 +31,17 @@ from memsvc.metrics import (
 )
 from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
 from memsvc.pipeline.embed import EmbedStage
+from memsvc.pipeline.history import HistoryService
 from memsvc.pipeline.hydrate import HydrateStage
+from memsvc.pipeline.lifecycle import ContradictionDetector, RuleDetector, WriteReview
+from memsvc.pipeline.maintenance import Maintenance, MaintenancePolicy
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query import QueryPipeline
 from memsvc.pipeline.rank import RankStage
 from memsvc.pipeline.recall import RecallStage
 from memsvc.pipeline.reconcile import Reconciler
 from memsvc.pipeline.scope import ScopeStage
+from memsvc.pipeline.usage import UsageNorms
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write import WritePath
 from memsvc.retrieval.router import Retrieval
@@ -151,8 +155,12 @@ class Components:
     redis: RedisGuard | None = None
     retrieval: Retrieval | None = None
     metrics: MetricsEndpoint | None = None
+    history: HistoryService | None = None
+    maintenance: Maintenance | None = None
 
     async def close(self) -> None:
+        if self.maintenance is not None:
+            await self.maintenance.stop()
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
@@ -223,11 +231,22 @@ async def build_components(
         embed=EmbedStage(embedder, embedding_cache),
         recall=RecallStage(index, settings.recall_candidates),
         hydrate=HydrateStage(store, cipher),
-        rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation),
+        rank=RankStage(
+            settings.weights, settings.recency_half_life_days, settings.usage_saturation, UsageNorms(store)
+        ),
         bookkeep=BookkeepStage(recorder, result_cache),
         result_cache=result_cache,
     )
     writes = WritePath(
+        review=WriteReview(
+            store=store,
+            index=index,
+            cipher=cipher,
+            detector=build_contradiction_detector(settings),
+            duplicate_similarity=settings.duplicate_similarity,
+            contradiction_similarity=settings.contradiction_similarity,
+            candidates=settings.contradiction_candidates,
+        ),
         store=store,
         index=index,
         embedder=embedder,
@@ -251,10 +270,44 @@ async def build_components(
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
+        history=HistoryService(
+            store=store,
+            cipher=cipher,
+            embedder=embedder,
+            writes=writes,
+            result_cache=result_cache,
+            page_tokens=PageTokens(ring.derive("page-token")),
+            limits=limits,
+            default_page_size=settings.default_page_size,
+        ),
+        maintenance=Maintenance(
+            store=store, writes=writes, embedder=embedder, cipher=cipher, policy=maintenance_policy(settings)
+        ),
         metrics=metrics,
         retrieval=build_retrieval(settings, pipeline, store, cipher),
         redis=redis_guard,
     )
+
+
+
+def maintenance_policy(settings: Settings) -> MaintenancePolicy:
+    return MaintenancePolicy(
+        decay_half_life_days=settings.decay_half_life_days,
+        hot_idle_days=settings.tier_hot_idle_days,
+        cold_idle_days=settings.tier_cold_idle_days,
+        hot_importance=settings.tier_hot_importance,
+        retention_days_by_kind={MemoryKind(k): v for k, v in settings.retention_days_by_kind.items()},
+        lease_ttl_s=settings.maintenance_lease_ttl_s,
+    )
+
+
+def build_contradiction_detector(settings: Settings) -> ContradictionDetector:
+    """The LLM judges contradictions when an endpoint is configured; rules otherwise (and as fallback)."""
+    if not settings.llm_base_url:
+        return RuleDetector()
+    from memsvc.pipeline.lifecycle_llm import llm_detector
+
+    return llm_detector(settings)
 
 
 async def bootstrap_dev_key(components: Components) -> str | None:

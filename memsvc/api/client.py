@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
 
 from memsvc.v1 import (
+    memory_pb2,
     query_service_pb2,
     query_service_pb2_grpc,
     write_service_pb2,
@@ -67,6 +68,30 @@ class MemoryClient:
 
     def delete(self, user_id: str, memory_id: str) -> None:
         self._call(self.writes.DeleteMemory, write_service_pb2.DeleteMemoryRequest(user_id=user_id, id=memory_id))
+
+    def export_lines(self, user_id: str) -> Iterator[str]:
+        """One JSON line per memory record (docs/export-format.md), streamed."""
+        request = write_service_pb2.ExportMemoriesRequest(user_id=user_id)
+        try:
+            for response in self.writes.ExportMemories(request, metadata=self._metadata, timeout=self._timeout_s):
+                for record in response.records:
+                    yield json_format.MessageToJson(record, preserving_proto_field_name=True, indent=None)
+        except grpc.RpcError as exc:
+            raise ClientError(exc.code().name, exc.details() or "") from exc
+
+    def import_lines(self, user_id: str, lines: Sequence[str]) -> dict[str, Any]:
+        records = [json_format.Parse(line, memory_pb2.MemoryRecord(), ignore_unknown_fields=True) for line in lines]
+        request = write_service_pb2.ImportMemoriesRequest(user_id=user_id, records=records)
+        response = self._call(self.writes.ImportMemories, request)
+        return {
+            "imported": response.imported_count,
+            "skipped": response.skipped_count,
+            "memory_ids": list(response.memory_ids),
+        }
+
+    def history(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        request = write_service_pb2.GetMemoryHistoryRequest(user_id=user_id, id=memory_id, page_size=500)
+        return as_dict(self._call(self.writes.GetMemoryHistory, request))
 
     def forget(self, user_id: str) -> dict[str, Any]:
         return as_dict(self._call(self.writes.ForgetUser, write_service_pb2.ForgetUserRequest(user_id=user_id)))

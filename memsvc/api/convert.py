@@ -9,9 +9,12 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from memsvc.domain.models import (
     Memory,
+    MemoryChange,
     MemoryChanges,
     MemoryFilter,
     MemoryKind,
+    MemoryVersion,
+    Namespace,
     NewMemory,
     RankedMemory,
     RetentionStatus,
@@ -117,10 +120,11 @@ def new_memory(msg: write_service_pb2.NewMemory, field: str) -> NewMemory:
         tier=_required(enum_value(TIERS, msg.tier, f"{field}.tier", Tier.HOT)),
         created_at=ts_to_s(msg.create_time) if msg.HasField("create_time") else None,
         idempotency_key=msg.idempotency_key,
+        expires_at=ts_to_s(msg.expire_time) if msg.HasField("expire_time") else None,
     )
 
 
-UPDATE_FIELDS = ("content", "tags", "tier", "importance", "metadata")
+UPDATE_FIELDS = ("content", "tags", "tier", "importance", "metadata", "expire_time")
 
 
 def memory_changes(request: write_service_pb2.UpdateMemoryRequest) -> MemoryChanges:
@@ -135,6 +139,7 @@ def memory_changes(request: write_service_pb2.UpdateMemoryRequest) -> MemoryChan
         tier=enum_value(TIERS, m.tier, "memory.tier", None) if "tier" in paths else None,
         importance=m.importance if "importance" in paths else None,
         metadata=struct_to_dict(m.metadata) if "metadata" in paths else None,
+        expires_at=(ts_to_s(m.expire_time) if m.HasField("expire_time") else 0.0) if "expire_time" in paths else None,
     )
 
 
@@ -192,12 +197,100 @@ def memory_message(m: Memory) -> memory_pb2.Memory:
         retention_status=STATUS_ENUMS[m.retention_status],
         embedding_version=m.embedding_version,
         superseded_by=m.superseded_by,
+        confirmation_count=m.confirmation_count,
+        score_reasons=dict(m.score_reasons),
+        vitality=m.vitality,
     )
     if m.metadata:
         msg.metadata.CopyFrom(dict_to_struct(m.metadata))
     if m.last_accessed_at is not None:
         msg.last_access_time.CopyFrom(s_to_ts(m.last_accessed_at))
+    if m.expires_at is not None:
+        msg.expire_time.CopyFrom(s_to_ts(m.expires_at))
     return msg
+
+
+CHANGES: dict[int, MemoryChange] = {
+    memory_pb2.MEMORY_CHANGE_CREATE: MemoryChange.CREATE,
+    memory_pb2.MEMORY_CHANGE_UPDATE: MemoryChange.UPDATE,
+    memory_pb2.MEMORY_CHANGE_SUPERSEDE: MemoryChange.SUPERSEDE,
+    memory_pb2.MEMORY_CHANGE_CONFIRM: MemoryChange.CONFIRM,
+    memory_pb2.MEMORY_CHANGE_TIER_MOVE: MemoryChange.TIER_MOVE,
+    memory_pb2.MEMORY_CHANGE_DELETE: MemoryChange.DELETE,
+    memory_pb2.MEMORY_CHANGE_IMPORT: MemoryChange.IMPORT,
+}
+CHANGE_ENUMS = _invert(CHANGES)
+
+
+def version_message(v: MemoryVersion) -> memory_pb2.MemoryVersion:
+    msg = memory_pb2.MemoryVersion(
+        id=v.id,
+        memory_id=v.memory_id,
+        version=v.version,
+        create_time=s_to_ts(v.at),
+        actor=v.actor,
+        change=CHANGE_ENUMS[v.change],
+        changed_fields=list(v.fields),
+        description=v.description,
+        content=v.content,
+        tier=TIER_ENUMS[v.tier],
+        retention_status=STATUS_ENUMS[v.retention_status],
+        importance=v.importance,
+    )
+    if v.metadata:
+        msg.metadata.CopyFrom(dict_to_struct(v.metadata))
+    return msg
+
+
+def imported_memory(msg: memory_pb2.Memory, namespace: Namespace, field: str) -> Memory:
+    """A Memory of an export record, as the import path takes it (output-only fields included)."""
+    return Memory(
+        id=msg.id,
+        namespace=namespace,
+        content=msg.content,
+        role=_required(enum_value(ROLES, msg.role, f"{field}.role", Role.USER)),
+        kind=_required(enum_value(KINDS, msg.kind, f"{field}.kind", MemoryKind.FACT)),
+        tags=tuple(msg.tags),
+        session_id=msg.session_id,
+        importance=msg.importance,
+        metadata=struct_to_dict(msg.metadata),
+        tier=_required(enum_value(TIERS, msg.tier, f"{field}.tier", Tier.HOT)),
+        created_at=ts_to_s(msg.create_time) if msg.HasField("create_time") else 0.0,
+        updated_at=ts_to_s(msg.update_time) if msg.HasField("update_time") else 0.0,
+        usage_count=msg.usage_count,
+        last_accessed_at=ts_to_s(msg.last_access_time) if msg.HasField("last_access_time") else None,
+        quality=msg.quality,
+        consistency=msg.consistency,
+        decay=msg.decay,
+        retention_status=_required(
+            enum_value(STATUSES, msg.retention_status, f"{field}.retention_status", RetentionStatus.ACTIVE)
+        ),
+        superseded_by=msg.superseded_by,
+        expires_at=ts_to_s(msg.expire_time) if msg.HasField("expire_time") else None,
+        confirmation_count=msg.confirmation_count,
+        score_reasons=dict(msg.score_reasons),
+        vitality=msg.vitality,
+    )
+
+
+def imported_version(msg: memory_pb2.MemoryVersion, field: str) -> MemoryVersion:
+    return MemoryVersion(
+        id=msg.id,
+        memory_id=msg.memory_id,
+        version=msg.version,
+        at=ts_to_s(msg.create_time),
+        actor=msg.actor,
+        change=_required(enum_value(CHANGES, msg.change, f"{field}.change", MemoryChange.UPDATE)),
+        fields=tuple(msg.changed_fields),
+        description=msg.description,
+        tier=_required(enum_value(TIERS, msg.tier, f"{field}.tier", Tier.HOT)),
+        retention_status=_required(
+            enum_value(STATUSES, msg.retention_status, f"{field}.retention_status", RetentionStatus.ACTIVE)
+        ),
+        importance=msg.importance,
+        content=msg.content,
+        metadata=struct_to_dict(msg.metadata),
+    )
 
 
 def breakdown_message(b: ScoreBreakdown) -> memory_pb2.ScoreBreakdown:

@@ -64,7 +64,9 @@ class MemoryServer:
             options=options,
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        write_service_pb2_grpc.add_WriteServiceServicer_to_server(WriteServicer(components.writes), self.server)
+        write_service_pb2_grpc.add_WriteServiceServicer_to_server(
+            WriteServicer(components.writes, components.history), self.server
+        )
         query_service_pb2_grpc.add_QueryServiceServicer_to_server(
             QueryServicer(components.pipeline, components.retrieval), self.server
         )
@@ -81,6 +83,8 @@ class MemoryServer:
         await self.server.start()
         self.components.recorder.start()
         self.components.reconciler.start(self.components.settings.reconcile_interval_s)
+        if self.components.maintenance is not None and self.components.settings.maintenance_interval_s > 0:
+            self.components.maintenance.start(self.components.settings.maintenance_interval_s)
         if self.components.metrics is not None:
             await self.components.metrics.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, TypeAlias
 
 from memsvc.api import convert
 from memsvc.api.interceptor import current_deadline, current_principal
+from memsvc.domain.models import Namespace
 from memsvc.errors import Unimplemented
+from memsvc.pipeline.history import HistoryService, MemoryRecord
 from memsvc.pipeline.query import QueryPipeline
-from memsvc.pipeline.write import WritePath
+from memsvc.pipeline.write import WriteOutcome, WritePath
 from memsvc.retrieval.router import Retrieval
 from memsvc.v1 import (
+    memory_pb2,
     query_service_pb2,
     query_service_pb2_grpc,
     write_service_pb2,
@@ -21,17 +25,92 @@ from memsvc.v1 import (
 Context: TypeAlias = Any
 
 
+_OUTCOMES = {
+    WriteOutcome.CREATED: write_service_pb2.WRITE_OUTCOME_CREATED,
+    WriteOutcome.IDEMPOTENT_REPLAY: write_service_pb2.WRITE_OUTCOME_IDEMPOTENT_REPLAY,
+    WriteOutcome.CONFIRMED_EXISTING: write_service_pb2.WRITE_OUTCOME_CONFIRMED_EXISTING,
+}
+
+
 class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
-    def __init__(self, writes: WritePath) -> None:
+    def __init__(self, writes: WritePath, history: HistoryService | None = None) -> None:
         self._writes = writes
+        self._history_service = history
+
+    @property
+    def _history(self) -> HistoryService:
+        if self._history_service is None:
+            raise Unimplemented("memory history is not available in this server")
+        return self._history_service
 
     async def AddMemories(  # noqa: N802 - gRPC method names are PascalCase
         self, request: write_service_pb2.AddMemoriesRequest, context: Context
     ) -> write_service_pb2.AddMemoriesResponse:
         items = [convert.new_memory(m, f"memories[{i}]") for i, m in enumerate(request.memories)]
-        stored = await self._writes.add(current_principal(), request.user_id, items, current_deadline())
+        stored = await self._writes.add_detailed(current_principal(), request.user_id, items, current_deadline())
         return write_service_pb2.AddMemoriesResponse(
-            memories=[convert.memory_message(m) for m, _ in stored], created=[c for _, c in stored]
+            memories=[convert.memory_message(r.memory) for r in stored],
+            created=[r.created for r in stored],
+            results=[
+                write_service_pb2.AddMemoryResult(
+                    outcome=_OUTCOMES[r.outcome], reason=r.reason, superseded_ids=list(r.superseded_ids)
+                )
+                for r in stored
+            ],
+        )
+
+    async def Feedback(  # noqa: N802
+        self, request: write_service_pb2.FeedbackRequest, context: Context
+    ) -> write_service_pb2.FeedbackResponse:
+        outcome = await self._history.feedback(
+            current_principal(),
+            request.user_id,
+            request.request_id,
+            list(request.used_ids),
+            list(request.unused_ids),
+            current_deadline(),
+        )
+        return write_service_pb2.FeedbackResponse(recorded_count=outcome.recorded, ignored_ids=outcome.ignored_ids)
+
+    async def GetMemoryHistory(  # noqa: N802
+        self, request: write_service_pb2.GetMemoryHistoryRequest, context: Context
+    ) -> write_service_pb2.GetMemoryHistoryResponse:
+        versions, token = await self._history.history(
+            current_principal(), request.user_id, request.id, request.page_size, request.page_token, current_deadline()
+        )
+        return write_service_pb2.GetMemoryHistoryResponse(
+            versions=[convert.version_message(v) for v in versions], next_page_token=token
+        )
+
+    async def ExportMemories(  # noqa: N802
+        self, request: write_service_pb2.ExportMemoriesRequest, context: Context
+    ) -> AsyncIterator[write_service_pb2.ExportMemoriesResponse]:
+        async for batch in self._history.export(current_principal(), request.user_id, current_deadline()):
+            yield write_service_pb2.ExportMemoriesResponse(
+                records=[
+                    memory_pb2.MemoryRecord(
+                        memory=convert.memory_message(r.memory),
+                        versions=[convert.version_message(v) for v in r.versions],
+                    )
+                    for r in batch
+                ]
+            )
+
+    async def ImportMemories(  # noqa: N802
+        self, request: write_service_pb2.ImportMemoriesRequest, context: Context
+    ) -> write_service_pb2.ImportMemoriesResponse:
+        principal = current_principal()
+        namespace = Namespace.of(principal, request.user_id)
+        records = [
+            MemoryRecord(
+                convert.imported_memory(r.memory, namespace, f"records[{i}].memory"),
+                tuple(convert.imported_version(v, f"records[{i}].versions[{j}]") for j, v in enumerate(r.versions)),
+            )
+            for i, r in enumerate(request.records)
+        ]
+        outcome = await self._history.import_records(principal, request.user_id, records, current_deadline())
+        return write_service_pb2.ImportMemoriesResponse(
+            imported_count=outcome.imported, skipped_count=outcome.skipped, memory_ids=outcome.memory_ids
         )
 
     async def UpdateMemory(  # noqa: N802

@@ -38,6 +38,10 @@ async def open_memory(cipher: EnvelopeCipher, stored: StoredMemory) -> Memory:
         embedding_version=stored.embedding_version,
         superseded_by=stored.superseded_by,
         idempotency_key=stored.idempotency_key,
+        expires_at=stored.expires_at,
+        confirmation_count=stored.confirmation_count,
+        score_reasons=dict(stored.score_reasons),
+        vitality=stored.vitality,
     )
 
 

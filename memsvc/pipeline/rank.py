@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from memsvc.config import RankWeights
 from memsvc.domain.models import RankedMemory, ScoreBreakdown
 from memsvc.pipeline.hydrate import Hydrated
+from memsvc.pipeline.usage import UsageNorms, usage_signal
 
 _DAY_S = 86_400.0
 
@@ -30,10 +31,17 @@ class Ranking:
 
 
 class RankStage:
-    def __init__(self, weights: RankWeights, recency_half_life_days: float, usage_saturation: float) -> None:
+    def __init__(
+        self,
+        weights: RankWeights,
+        recency_half_life_days: float,
+        usage_saturation: float,
+        usage_norms: UsageNorms | None = None,
+    ) -> None:
         self._weights = weights
         self._half_life_s = recency_half_life_days * _DAY_S
         self._usage_saturation = usage_saturation
+        self._usage_norms = usage_norms
 
     def breakdown(self, item: Hydrated, now: float, best_fused: float = 0.0) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
@@ -43,10 +51,16 @@ class RankStage:
             recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 else 1.0,
             importance=_unit(m.importance),
             # Saturating: the first recalls say much more than the hundredth.
-            usage=1.0 - math.exp(-m.usage_count / self._usage_saturation) if self._usage_saturation > 0 else 0.0,
+            # Normalised by the tenant's usage percentiles (maintenance job), else saturating.
+            usage=usage_signal(
+                m.usage_count,
+                self._usage_norms.p90(m.namespace.tenant) if self._usage_norms is not None else None,
+                self._usage_saturation,
+            ),
             quality=_unit(m.quality),
             consistency=_unit(m.consistency),
-            decay=_unit(m.decay),
+            # Vitality (feedback: surfaced but unused) scales the decay signal down.
+            decay=_unit(m.decay * m.vitality),
             lexical=_unit(c.lexical_score),
             dense_rank=c.dense_rank,
             lexical_rank=c.lexical_rank,

@@ -122,6 +122,8 @@ def validate_new_memories(user_id: str, items: list[NewMemory], limits: Limits, 
         check_metadata(v, item.metadata, f"{prefix}.metadata", limits)
         if item.created_at is not None and item.created_at > current + _CLOCK_SKEW_S:
             v.add(f"{prefix}.create_time", "must not lie in the future")
+        if item.expires_at is not None and item.expires_at <= current:
+            v.add(f"{prefix}.expire_time", "must lie in the future")
         if item.idempotency_key:
             if not IDEMPOTENCY_PATTERN.fullmatch(item.idempotency_key):
                 v.add(f"{prefix}.idempotency_key", "must be 1 to 128 printable ASCII characters")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     Memory,
+    MemoryChange,
     MemoryChanges,
     MemoryFilter,
     Namespace,
@@ -25,6 +27,7 @@ from memsvc.domain.models import (
     RetentionStatus,
     SealedContent,
     StoredMemory,
+    StoredVersion,
     new_memory_id,
 )
 from memsvc.embeddings.base import Embedder
@@ -32,6 +35,7 @@ from memsvc.errors import MemsvcError, NotFound, PermissionDenied
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import metadata_matches, open_memory
 from memsvc.pipeline.lexical import LexicalWriter
+from memsvc.pipeline.lifecycle import Review, WriteReview, seal_version, superseded_changes, version_of
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.reconcile import vector_item
 from memsvc.pipeline.scoring import estimate_importance, estimate_quality
@@ -49,6 +53,23 @@ from memsvc.stores.records.base import IndexTicket, PageCursor, RecordStore
 from memsvc.stores.vectors.base import VectorIndex
 
 log = logging.getLogger(__name__)
+
+
+class WriteOutcome(StrEnum):
+    CREATED = "created"
+    IDEMPOTENT_REPLAY = "idempotent_replay"
+    CONFIRMED_EXISTING = "confirmed_existing"
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What AddMemories did with one item, and why."""
+
+    memory: Memory
+    created: bool
+    outcome: WriteOutcome
+    reason: str = ""
+    superseded_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,7 @@ class WritePath:
         limits: Limits,
         default_page_size: int,
         lexical: LexicalWriter | None = None,
+        review: WriteReview | None = None,
     ) -> None:
         self._store = store
         self._index = index
@@ -85,59 +107,184 @@ class WritePath:
         self._limits = limits
         self._default_page_size = default_page_size
         self._lexical = lexical
+        self._review = review
 
     # -- writes -------------------------------------------------------------------------------
 
     async def add(
         self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
     ) -> list[tuple[Memory, bool]]:
+        return [(r.memory, r.created) for r in await self.add_detailed(principal, user_id, items, deadline)]
+
+    async def add_detailed(
+        self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
+    ) -> list[AddResult]:
+        """Store new memories; repeats confirm an existing memory, contradictions supersede older ones."""
         _require(principal, Permission.WRITE)
         now = time.time()
         validate_new_memories(user_id, items, self._limits, now)
         namespace = Namespace.of(principal, user_id)
+        # Retries first: a replayed item is answered from the store with no side effect at all.
+        keys = [i.idempotency_key for i in items if i.idempotency_key]
+        replayed = {
+            r.idempotency_key: r
+            for r in await deadline.run(self._store.fetch_by_idempotency_keys(namespace, keys), "the record store")
+        }
         vectors = await deadline.run(self._embedder.embed([i.content for i in items]), "the embedder")
+        results: list[AddResult | None] = [None] * len(items)
         rows: list[StoredMemory] = []
-        for item in items:
-            created_at = item.created_at if item.created_at is not None else now
-            memory_id = new_memory_id(created_at)
-            importance = (
-                item.importance
-                if item.importance is not None
-                else estimate_importance(item.content, item.role, item.kind).value
+        versions: list[StoredVersion] = []
+        pending: list[tuple[int, NewMemory, Any, Review]] = []
+        confirmed_any = False
+        for i, (item, vector) in enumerate(zip(items, vectors, strict=True)):
+            if item.idempotency_key in replayed:
+                memory = await open_memory(self._cipher, replayed[item.idempotency_key])
+                results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
+                continue
+            review = (
+                Review()
+                if self._review is None
+                else await self._review.review(namespace, item.content, vector, deadline)
             )
-            sealed = SealedContent(item.content, dict(item.metadata)).to_bytes()
-            rows.append(
-                StoredMemory(
-                    id=memory_id,
-                    namespace=namespace,
-                    ciphertext=await self._cipher.seal(namespace, memory_id, sealed),
-                    role=item.role,
-                    kind=item.kind,
-                    tags=item.tags,
-                    session_id=item.session_id,
-                    importance=importance,
-                    tier=item.tier,
-                    created_at=created_at,
-                    updated_at=now,
-                    usage_count=0,
-                    last_accessed_at=None,
-                    quality=estimate_quality(item.content).value,
-                    consistency=1.0,
-                    decay=1.0,
-                    retention_status=RetentionStatus.ACTIVE,
-                    embedding_version=self._index.embedding_version,
-                    superseded_by="",
-                    idempotency_key=item.idempotency_key,
-                    indexed=False,
+            if review.duplicate_of is not None:
+                confirmed = await self._confirm(principal, review.duplicate_of, review.duplicate_reason, now, deadline)
+                if confirmed is not None:
+                    confirmed_any = True
+                    results[i] = AddResult(confirmed, False, WriteOutcome.CONFIRMED_EXISTING, review.duplicate_reason)
+                    continue
+            row = await self._new_row(namespace, item, now)
+            rows.append(row)
+            memory = await open_memory(self._cipher, row)
+            versions.append(
+                await version_of(
+                    self._cipher,
+                    memory,
+                    at=now,
+                    actor=principal.key_id,
+                    change=MemoryChange.CREATE,
+                    fields=("content", "metadata", "importance", "quality", "tier"),
+                    description="created by AddMemories",
                 )
             )
-        stored = await deadline.run(self._store.insert_memories(rows), "the record store")
-        fresh = [(row, vector) for (row, created), vector in zip(stored, vectors, strict=True) if created]
-        texts = [item.content for (_, created), item in zip(stored, items, strict=True) if created]
-        if fresh:
+            pending.append((i, item, vector, review))
+        stored = await deadline.run(self._store.insert_memories(rows, versions), "the record store")
+        fresh: list[tuple[StoredMemory, Any]] = []
+        texts: list[str] = []
+        supersede: list[tuple[Memory, str, str]] = []
+        for (i, item, vector, review), (row, created) in zip(pending, stored, strict=True):
+            memory = await open_memory(self._cipher, row)
+            if not created:  # a concurrent retry stored the same idempotency key first
+                results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
+                continue
+            fresh.append((row, vector))
+            texts.append(item.content)
+            superseded = tuple(c.memory.id for c in review.contradictions)
+            supersede += [(c.memory, row.id, c.reason) for c in review.contradictions]
+            reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
+            results[i] = AddResult(memory, True, WriteOutcome.CREATED, reason, superseded)
+        if fresh or confirmed_any:
             await self._cache.invalidate(namespace)
+        if fresh:
             await self._index_rows(namespace, fresh, texts)
-        return [(await open_memory(self._cipher, row), created) for row, created in stored]
+        if supersede:
+            await self._supersede(principal, namespace, supersede, now)
+        done = [r for r in results if r is not None]
+        assert len(done) == len(items)
+        return done
+
+    async def _new_row(self, namespace: Namespace, item: NewMemory, now: float) -> StoredMemory:
+        created_at = item.created_at if item.created_at is not None else now
+        memory_id = new_memory_id(created_at)
+        if item.importance is not None:
+            importance, importance_reason = item.importance, "set by the caller"
+        else:
+            estimate = estimate_importance(item.content, item.role, item.kind)
+            importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
+        quality = estimate_quality(item.content)
+        sealed = SealedContent(item.content, dict(item.metadata)).to_bytes()
+        return StoredMemory(
+            id=memory_id,
+            namespace=namespace,
+            ciphertext=await self._cipher.seal(namespace, memory_id, sealed),
+            role=item.role,
+            kind=item.kind,
+            tags=item.tags,
+            session_id=item.session_id,
+            importance=importance,
+            tier=item.tier,
+            created_at=created_at,
+            updated_at=now,
+            usage_count=0,
+            last_accessed_at=None,
+            quality=quality.value,
+            consistency=1.0,
+            decay=1.0,
+            retention_status=RetentionStatus.ACTIVE,
+            embedding_version=self._index.embedding_version,
+            superseded_by="",
+            idempotency_key=item.idempotency_key,
+            indexed=False,
+            expires_at=item.expires_at,
+            score_reasons={
+                "importance": importance_reason,
+                "quality": f"estimated: {quality.reason}",
+                "consistency": "not contradicted",
+            },
+        )
+
+    async def _confirm(
+        self, principal: Principal, existing: Memory, reason: str, now: float, deadline: Deadline
+    ) -> Memory | None:
+        version = await version_of(
+            self._cipher,
+            replace(existing, confirmation_count=existing.confirmation_count + 1),
+            at=now,
+            actor=principal.key_id,
+            change=MemoryChange.CONFIRM,
+            fields=("confirmation_count",),
+            description=reason,
+        )
+        row = await deadline.run(
+            self._store.confirm_memory(existing.namespace, existing.id, now, version), "the record store"
+        )
+        return None if row is None else await open_memory(self._cipher, row)
+
+    async def _supersede(
+        self, principal: Principal, namespace: Namespace, items: Sequence[tuple[Memory, str, str]], now: float
+    ) -> None:
+        """Mark contradicted memories superseded (with a version each) and re-index their vectors.
+
+        The successors are stored first: if this step fails, both stay active, never neither.
+        """
+        updated: list[tuple[StoredMemory, str]] = []
+        for old, successor_id, reason in items:
+            changes = superseded_changes(old, successor_id, reason)
+            after = replace(old, retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
+            version = await version_of(
+                self._cipher,
+                after,
+                at=now,
+                actor=principal.key_id,
+                change=MemoryChange.SUPERSEDE,
+                fields=("retention_status", "superseded_by", "consistency"),
+                description=f"superseded by {successor_id}: {reason}",
+            )
+            row = await self._store.update_memory(namespace, old.id, changes, now, version)
+            if row is not None:
+                updated.append((row, old.content))
+        if updated:
+            vectors = await self._embedder.embed([content for _, content in updated])
+            await self._index_rows(namespace, [(row, v) for (row, _), v in zip(updated, vectors, strict=True)])
+
+    @property
+    def embedding_version(self) -> str:
+        return self._index.embedding_version
+
+    async def index_rows(
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()
+    ) -> None:
+        """Index stored rows (postings and vectors); the reconciler finishes if this fails."""
+        await self._index_rows(namespace, rows, texts)
 
     async def _index_rows(
         self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()
@@ -172,9 +319,32 @@ class WritePath:
             columns["tier"] = changes.tier
         if changes.importance is not None:
             columns["importance"] = changes.importance
+            columns["score_reasons"] = {**memory.score_reasons, "importance": "set by the caller"}
+        if changes.expires_at is not None:
+            columns["expires_at"] = changes.expires_at or None
         vectors = await deadline.run(self._embedder.embed([content]), "the embedder")
+        now = time.time()
+        fields = [f for f in ("content", "tags", "tier", "importance", "metadata") if getattr(changes, f) is not None]
+        if changes.expires_at is not None:
+            fields.append("expire_time")
+        after = replace(
+            memory,
+            content=content,
+            metadata=metadata,
+            tier=memory.tier if changes.tier is None else changes.tier,
+            importance=memory.importance if changes.importance is None else changes.importance,
+        )
+        version = await version_of(
+            self._cipher,
+            after,
+            at=now,
+            actor=principal.key_id,
+            change=MemoryChange.UPDATE,
+            fields=fields,
+            description=f"UpdateMemory set {', '.join(fields)}",
+        )
         updated = await deadline.run(
-            self._store.update_memory(namespace, memory_id, columns, time.time()), "the record store"
+            self._store.update_memory(namespace, memory_id, columns, now, version), "the record store"
         )
         if updated is None:
             raise NotFound("no such memory")
@@ -186,15 +356,46 @@ class WritePath:
         _require(principal, Permission.WRITE)
         self._check_ids(user_id, memory_id)
         namespace = Namespace.of(principal, user_id)
-        deleted = await deadline.run(self._store.delete_memory(namespace, memory_id), "the record store")
-        if deleted is None:
+        if not await self.delete_rows(namespace, [memory_id], principal.key_id, "deleted by DeleteMemory", deadline):
             raise NotFound("no such memory")
+
+    async def delete_rows(
+        self, namespace: Namespace, memory_ids: Sequence[str], actor: str, description: str, deadline: Deadline
+    ) -> int:
+        """The one delete path (callers and the maintenance job): row, history content, postings, vector.
+
+        Each memory keeps only a content-free version recording who deleted it, when and why.
+        """
+        deleted = 0
+        for memory_id in memory_ids:
+            row = await deadline.run(self._store.fetch_memories(namespace, [memory_id]), "the record store")
+            if not row:
+                continue
+            version = await seal_version(
+                self._cipher,
+                memory_id=memory_id,
+                namespace=namespace,
+                at=time.time(),
+                actor=actor,
+                change=MemoryChange.DELETE,
+                fields=("content", "metadata"),
+                description=description,
+                tier=row[0].tier,
+                retention_status=row[0].retention_status,
+                importance=row[0].importance,
+                content=None,
+            )
+            if await deadline.run(self._store.delete_memory(namespace, memory_id, version), "the record store"):
+                deleted += 1
+        if not deleted:
+            return 0
         await self._cache.invalidate(namespace)
         try:
-            await self._index.delete(namespace, [memory_id])
-            await self._store.clear_vector_tombstones([memory_id])
+            await self._index.delete(namespace, list(memory_ids))
+            await self._store.clear_vector_tombstones(list(memory_ids))
         except MemsvcError as exc:
             log.warning("vector delete deferred to the reconciler: %s", exc.message)
+        return deleted
 
     async def forget(self, principal: Principal, user_id: str, deadline: Deadline) -> int:
         _require(principal, Permission.WRITE)

@@ -1,0 +1,287 @@
+"""Offline fact heuristics: (subject, attribute, value) claims, contradictions and duplicates.
+
+A claim is what one sentence states about one subject: "I moved to Berlin" is
+(user, residence, berlin); "my favourite colour is green" is (user, favourite colour, green);
+"I hate olives" is (user, opinion of olives, negative). Two claims about the same subject and
+attribute with different values contradict each other; the later one is the current truth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Words that end a value: clause breaks, time and manner adverbs.
+_VALUE_STOP = frozenset(
+    """
+    and but because since for with when while now nowadays recently currently anymore any more these those this
+    last next ago yesterday today tomorrow these days as of from until though although so which who where after
+    before during in at on by years year months month weeks week days day
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+_ARTICLES = frozenset({"a", "an", "the", "my", "our", "some"})
+_STOP = frozenset(
+    """
+    a an the i me my mine we our you your he she it its they them their is am are was were be been being have has
+    had do does did to of in on at for with and or but so that this these those as by from now really very also
+    just still too again then there here not no never anymore any more much many lot quite rather i'm i've i'd i'll
+    it's we're they're you're he's she's his her him hers definitely always truly totally absolutely pretty indeed
+    honestly basically
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+_NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "doesn't", "didn't", "isn't", "aren't", "won't"})
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_WORD = re.compile(r"[a-z0-9][a-z0-9'+-]*")
+
+# Subjects: the user ("i"), someone of the user's ("my sister"), or a named person.
+_SUBJECT = r"(?P<subject>i|my (?:[a-z]+ ){0,1}[a-z]+|[A-Z][a-z]+)"
+# Owners: "my name", "Ivy's favourite colour", "my sister's husband".
+_OWNER = r"(?P<subject>my|[A-Za-z]+'s)"
+_NOT = r"(?P<neg>(?:do not|don't|no longer|not|never|doesn't|does not|didn't|am not|'m not|isn't|is not) )?"
+_NOW = r"(?:(?:now|currently|recently|just|finally|actually|still|also|really) )?"
+_BE = r"(?:am|'m|is|'s|are|'re|was|were)"
+_VALUE = r"(?P<value>[A-Za-z0-9][\w' .&+-]*)"
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    attribute: str
+    pattern: re.Pattern[str]
+    # A fixed value (e.g. "married") instead of the captured one.
+    value: str = ""
+    negative: bool = False
+
+
+_RULES: tuple[_Rule, ...] = (
+    _Rule(
+        "residence",
+        _rx(
+            rf"\b{_SUBJECT} {_NOT}{_NOW}(?:live[sd]?|living|reside[sd]?|(?:{_BE} )?(?:based|living|staying)) "
+            rf"(?:in|at) {_VALUE}"
+        ),
+    ),
+    _Rule(
+        "residence",
+        _rx(
+            rf"\b{_SUBJECT} {_NOW}(?:ha(?:ve|s) )?(?:moved|relocated|emigrated|moving|relocating) (?:back )?to {_VALUE}"
+        ),
+    ),
+    _Rule("residence", _rx(rf"\b{_OWNER} home (?:is|town is) (?:in )?{_VALUE}")),
+    _Rule(
+        "employer",
+        _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:(?:{_BE} )?working|works?|worked) (?:at|for) {_VALUE}"),
+    ),
+    _Rule(
+        "employer",
+        _rx(
+            rf"\b{_SUBJECT} {_NOW}(?:joined|started (?:a new job |working )?at|got a job at|(?:ha(?:ve|s) )?joined) "
+            rf"{_VALUE}"
+        ),
+    ),
+    _Rule("employer", _rx(rf"\b{_OWNER} employer is {_VALUE}")),
+    _Rule("occupation", _rx(rf"\b{_SUBJECT} {_NOW}works? as (?:an? )?{_VALUE}")),
+    _Rule("occupation", _rx(rf"\b{_OWNER} (?:job|profession|occupation) is (?:an? )?{_VALUE}")),
+    _Rule("name", _rx(rf"\b{_OWNER} name is {_VALUE}")),
+    _Rule("name", _rx(r"\b(?P<subject>i)(?: am|'m) called (?P<value>[A-Za-z][\w'-]*)")),
+    _Rule("name", _rx(r"\bcall (?P<subject>me) (?P<value>[A-Za-z][\w'-]*)")),
+    _Rule(
+        "age", _rx(rf"\b{_SUBJECT} ?(?:am|'m|is|'s|turned|just turned) {_NOW}(?P<value>\d{{1,3}})(?: years? old)?\b")
+    ),
+    _Rule("age", _rx(rf"\b{_OWNER} age is (?P<value>\d{{1,3}})")),
+    _Rule(
+        "marital status",
+        _rx(rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?P<value>married|single|divorced|engaged|widowed|separated)\b"),
+    ),
+    _Rule("marital status", _rx(rf"\b{_SUBJECT} {_NOW}(?:got )?(?P<value>married|divorced|engaged)\b")),
+    _Rule(
+        "partner",
+        _rx(rf"\b{_OWNER} (?:wife|husband|partner|girlfriend|boyfriend|spouse|fianc[eé]e?)(?:'s name)? is {_VALUE}"),
+    ),
+    _Rule("partner", _rx(rf"\b{_SUBJECT} ?{_BE} {_NOW}(?:married|engaged) to {_VALUE}")),
+    _Rule(
+        "diet",
+        _rx(rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?:an? )?(?P<value>vegetarian|vegan|pescatarian|carnivore|omnivore)\b"),
+    ),
+)
+
+# "my favourite colour is green", "my favorite food is now sushi"
+_FAVOURITE = _rx(rf"\b{_OWNER} (?:new )?favou?rite (?P<thing>[a-z]+(?: [a-z]+)?) {_BE} {_NOW}{_VALUE}")
+# "I prefer aisle seats", "I now prefer tea over coffee"
+_PREFER = _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:prefers?|preferred|would rather(?: have)?) {_VALUE}")
+# "I love sushi", "I can't stand olives": an opinion of one object.
+_OPINION = _rx(
+    rf"\b{_SUBJECT} {_NOT}{_NOW}(?P<verb>like|likes|love|loves|enjoy|enjoys|adore|hate|hates|dislike|dislikes|"
+    rf"detest|can't stand|cannot stand|can not stand) {_VALUE}"
+)
+# "my phone number is ...", "my dog is called ...": a generic attribute of the user.
+_GENERIC = _rx(rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?:called |named )?{_NOW}{_VALUE}")
+_NEGATIVE_VERBS = frozenset({"hate", "hates", "dislike", "dislikes", "detest", "can't stand", "cannot stand"})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement about one subject: `attribute` of `subject` is `value` (or is not, if negated)."""
+
+    subject: str
+    attribute: str
+    value: str
+    negated: bool = False
+    # Preference claims compare values by overlap of their context words, not equality.
+    fuzzy: bool = False
+
+
+def content_terms(text: str) -> set[str]:
+    """Lower-cased content words and numbers, with plural -s folded; the basis of duplicate checks."""
+    out: set[str] = set()
+    for word in _WORD.findall(text.lower()):
+        if word in _STOP:
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        out.add(word)
+    return out
+
+
+def _normalise_subject(raw: str) -> str:
+    s = raw.strip().lower().removesuffix("'s")
+    if s in {"i", "me", "my"}:
+        return "user"
+    if s.startswith("my "):
+        return s.removeprefix("my ").strip()
+    return s
+
+
+def _clean_value(raw: str, max_words: int = 4) -> str:
+    words: list[str] = []
+    for token in re.split(r"\s+", raw.strip()):
+        bare = token.strip(".,;:!?\"'()").lower()
+        if not bare:
+            break
+        if words and bare in _VALUE_STOP:
+            break
+        if not words and bare in _ARTICLES:
+            continue
+        words.append(bare)
+        if token.rstrip() and token.rstrip()[-1] in ".,;:!?":
+            break
+        if len(words) >= max_words:
+            break
+    return " ".join(words)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?;])\s+|\n+", text) if s.strip()]
+
+
+def extract_claims(text: str) -> list[Claim]:
+    """Every claim the rules find in `text`, first-person and third-person alike."""
+    claims: list[Claim] = []
+    for sentence in _sentences(text):
+        claims.extend(_sentence_claims(sentence))
+    return list(dict.fromkeys(claims))
+
+
+def _sentence_claims(sentence: str) -> Iterable[Claim]:
+    for rule in _RULES:
+        for m in rule.pattern.finditer(sentence):
+            value = rule.value or _clean_value(m.group("value"), 1 if rule.attribute == "age" else 4)
+            if not value:
+                continue
+            negated = bool(m.groupdict().get("neg")) or rule.negative
+            yield Claim(_normalise_subject(m.group("subject")), rule.attribute, value, negated)
+    for m in _FAVOURITE.finditer(sentence):
+        value = _clean_value(m.group("value"))
+        if value:
+            yield Claim(_normalise_subject(m.group("subject")), f"favourite {m.group('thing').lower()}", value)
+    for m in _PREFER.finditer(sentence):
+        value = _clean_value(m.group("value"), 8)
+        if value:
+            yield Claim(_normalise_subject(m.group("subject")), "preference", value, bool(m.group("neg")), fuzzy=True)
+    for m in _OPINION.finditer(sentence):
+        thing = _clean_value(m.group("value"))
+        if not thing:
+            continue
+        negative = m.group("verb").lower() in _NEGATIVE_VERBS
+        if m.group("neg"):
+            negative = not negative
+        yield Claim(
+            _normalise_subject(m.group("subject")), f"opinion of {thing}", "negative" if negative else "positive"
+        )
+    for m in _GENERIC.finditer(sentence):
+        thing = m.group("thing").lower()
+        if thing.startswith(("favourite", "favorite", "name", "wife", "husband", "partner", "home", "employer")):
+            continue
+        value = _clean_value(m.group("value"))
+        if value and len(thing.split()) <= 2:
+            yield Claim(_normalise_subject(m.group("subject")), thing, value)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Why a newer statement contradicts an older one."""
+
+    subject: str
+    attribute: str
+    old_value: str
+    new_value: str
+
+    def describe(self) -> str:
+        who = "the user" if self.subject == "user" else self.subject
+        old = self.old_value or "?"
+        return f"same subject ({who}) and attribute ({self.attribute}), new value {self.new_value!r} replaces {old!r}"
+
+
+def _fuzzy_conflict(old: Claim, new: Claim) -> bool:
+    """Preferences conflict when they are about the same thing (shared context) but choose differently."""
+    if old.negated != new.negated and content_terms(old.value) == content_terms(new.value):
+        return True
+    a, b = content_terms(old.value), content_terms(new.value)
+    shared = a & b
+    return bool(shared) and a != b and len(shared) / max(1, min(len(a), len(b))) >= 0.4
+
+
+def find_conflict(older: Sequence[Claim], newer: Sequence[Claim]) -> Conflict | None:
+    """The first pair of claims about the same subject and attribute that disagree."""
+    for n in newer:
+        for o in older:
+            if o.subject != n.subject or o.attribute != n.attribute:
+                continue
+            if n.fuzzy or o.fuzzy:
+                if _fuzzy_conflict(o, n):
+                    return Conflict(n.subject, n.attribute, o.value, n.value)
+                continue
+            if o.value == n.value and o.negated != n.negated:
+                return Conflict(n.subject, n.attribute, o.value, ("not " if n.negated else "") + n.value)
+            if o.value != n.value and not o.negated and not n.negated:
+                return Conflict(n.subject, n.attribute, o.value, n.value)
+    return None
+
+
+def is_duplicate(old_text: str, new_text: str, similarity: float, threshold: float = 0.92) -> bool:
+    """A repeated statement of the same fact: near-identical meaning and the same content terms.
+
+    Numbers must match exactly and neither side may negate what the other states: "I am 34"
+    and "I am 35" embed almost identically but are not the same fact.
+    """
+    if similarity < threshold:
+        return False
+    a, b = content_terms(old_text), content_terms(new_text)
+    if not a or not b:
+        return old_text.strip().lower() == new_text.strip().lower()
+    if set(_NUMBER.findall(old_text)) != set(_NUMBER.findall(new_text)):
+        return False
+    if _negated(old_text) != _negated(new_text):
+        return False
+    if find_conflict(extract_claims(old_text), extract_claims(new_text)) is not None:
+        return False
+    # Any content word one side has and the other lacks is new information, not a repeat.
+    return a == b
+
+
+def _negated(text: str) -> bool:
+    return any(w in _NEGATIONS for w in _WORD.findall(text.lower())) or "n't" in text.lower()

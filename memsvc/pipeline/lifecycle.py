@@ -1,0 +1,293 @@
+"""Write-time lifecycle: versions, deduplication and contradiction review of new memories.
+
+A new memory is compared with the user's nearest active memories (found with its own vector in
+the user's namespace): a near-identical repeat raises the existing memory's confirmation count
+instead of adding a row; a memory that states a different value for the same subject and
+attribute supersedes the older one. Detection runs offline by rules, or asks the LLM when one
+is configured (falling back to the rules when it cannot answer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from memsvc.crypto.envelope import EnvelopeCipher
+from memsvc.domain.models import (
+    Memory,
+    MemoryChange,
+    MemoryVersion,
+    Namespace,
+    RetentionStatus,
+    SealedContent,
+    StoredMemory,
+    StoredVersion,
+    Tier,
+    new_version_id,
+)
+from memsvc.embeddings.base import Vector
+from memsvc.errors import Unavailable
+from memsvc.pipeline.context import Deadline
+from memsvc.pipeline.facts import extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.hydrate import open_memory
+from memsvc.stores.records.base import RecordStore
+from memsvc.stores.vectors.base import RecallFilter, VectorIndex
+
+log = logging.getLogger(__name__)
+
+# How far a contradicted memory's consistency falls (multiplied in, per contradiction).
+CONSISTENCY_PENALTY = 0.5
+
+
+# -- versions ---------------------------------------------------------------------------------
+
+
+def version_aad_id(version_id: str) -> str:
+    """The id a version's ciphertext is bound to: never equal to a memory id, so no swapping."""
+    return f"version:{version_id}"
+
+
+async def seal_version(
+    cipher: EnvelopeCipher,
+    *,
+    memory_id: str,
+    namespace: Namespace,
+    at: float,
+    actor: str,
+    change: MemoryChange,
+    fields: Sequence[str],
+    description: str,
+    tier: Tier,
+    retention_status: RetentionStatus,
+    importance: float,
+    content: str | None,
+    metadata: Mapping[str, Any] | None = None,
+) -> StoredVersion:
+    """A version row with the content after the change sealed under the namespace's data key."""
+    version_id = new_version_id()
+    ciphertext = None
+    if content is not None:
+        sealed = SealedContent(content, dict(metadata or {})).to_bytes()
+        ciphertext = await cipher.seal(namespace, version_aad_id(version_id), sealed)
+    return StoredVersion(
+        id=version_id,
+        memory_id=memory_id,
+        namespace=namespace,
+        at=at,
+        actor=actor,
+        change=change,
+        fields=tuple(fields),
+        description=description,
+        tier=tier,
+        retention_status=retention_status,
+        importance=importance,
+        ciphertext=ciphertext,
+    )
+
+
+async def version_of(
+    cipher: EnvelopeCipher,
+    memory: Memory,
+    *,
+    at: float,
+    actor: str,
+    change: MemoryChange,
+    fields: Sequence[str],
+    description: str,
+    with_content: bool = True,
+) -> StoredVersion:
+    """A version recording `memory` as it is after the change."""
+    return await seal_version(
+        cipher,
+        memory_id=memory.id,
+        namespace=memory.namespace,
+        at=at,
+        actor=actor,
+        change=change,
+        fields=fields,
+        description=description,
+        tier=memory.tier,
+        retention_status=memory.retention_status,
+        importance=memory.importance,
+        content=memory.content if with_content else None,
+        metadata=memory.metadata,
+    )
+
+
+async def open_version(cipher: EnvelopeCipher, stored: StoredVersion) -> MemoryVersion:
+    content, metadata = "", {}
+    if stored.ciphertext is not None:
+        plain = await cipher.open(stored.namespace, version_aad_id(stored.id), stored.ciphertext)
+        sealed = SealedContent.from_bytes(plain)
+        content, metadata = sealed.content, dict(sealed.metadata)
+    return MemoryVersion(
+        id=stored.id,
+        memory_id=stored.memory_id,
+        version=stored.version,
+        at=stored.at,
+        actor=stored.actor,
+        change=stored.change,
+        fields=stored.fields,
+        description=stored.description,
+        tier=stored.tier,
+        retention_status=stored.retention_status,
+        importance=stored.importance,
+        content=content,
+        metadata=metadata,
+    )
+
+
+# -- contradiction detection ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """An older memory the new statement contradicts, and why."""
+
+    memory: Memory
+    reason: str
+
+
+class ContradictionDetector(Protocol):
+    """Decides which of the candidate memories a new statement contradicts."""
+
+    async def contradicted(
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+    ) -> list[Contradiction]: ...
+
+
+class RuleDetector:
+    """Offline: subject/attribute/value claims extracted by rules (memsvc/pipeline/facts.py)."""
+
+    async def contradicted(
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+    ) -> list[Contradiction]:
+        new_claims = extract_claims(new_content)
+        if not new_claims:
+            return []
+        out: list[Contradiction] = []
+        for candidate in candidates:
+            conflict = find_conflict(extract_claims(candidate.content), new_claims)
+            if conflict is not None:
+                out.append(Contradiction(candidate, conflict.describe()))
+        return out
+
+
+class AskJson(Protocol):
+    """One LLM call that renders a named prompt and returns its parsed JSON, or None on failure."""
+
+    async def __call__(self, prompt: str, deadline: Deadline, **values: str) -> Any: ...
+
+
+class LlmDetector:
+    """Asks the LLM which candidates the new statement contradicts; the rules answer when it cannot."""
+
+    def __init__(self, ask: AskJson, fallback: ContradictionDetector | None = None) -> None:
+        self._ask = ask
+        self._fallback = fallback or RuleDetector()
+
+    async def contradicted(
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+    ) -> list[Contradiction]:
+        if not candidates:
+            return []
+        listing = "\n".join(f"{i + 1}. {c.content}" for i, c in enumerate(candidates))
+        reply = await self._ask("contradiction", deadline, statement=new_content, memories=listing)
+        verdicts = _llm_verdicts(reply, len(candidates))
+        if verdicts is None:
+            return await self._fallback.contradicted(new_content, candidates, deadline)
+        return [Contradiction(candidates[i], f"the LLM judged it contradicted: {why}") for i, why in verdicts]
+
+
+def _llm_verdicts(reply: Any, count: int) -> list[tuple[int, str]] | None:
+    """`{"contradicted": [{"index": 2, "reason": "..."}]}` -> [(1, "...")]; None if malformed."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("contradicted"), list):
+        return None
+    out: list[tuple[int, str]] = []
+    for item in reply["contradicted"]:
+        if isinstance(item, int):
+            index, why = item, "states a different value"
+        elif isinstance(item, dict) and isinstance(item.get("index"), int):
+            index, why = item["index"], str(item.get("reason") or "states a different value")[:200]
+        else:
+            return None
+        if 1 <= index <= count:
+            out.append((index - 1, why))
+    return out
+
+
+# -- the review of new memories ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Review:
+    """What the write path does with one new memory besides storing it."""
+
+    duplicate_of: Memory | None = None
+    duplicate_reason: str = ""
+    contradictions: tuple[Contradiction, ...] = ()
+
+
+class WriteReview:
+    """Finds duplicates and contradictions of new memories among the user's nearest memories."""
+
+    def __init__(
+        self,
+        *,
+        store: RecordStore,
+        index: VectorIndex,
+        cipher: EnvelopeCipher,
+        detector: ContradictionDetector,
+        duplicate_similarity: float = 0.92,
+        contradiction_similarity: float = 0.2,
+        candidates: int = 8,
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._cipher = cipher
+        self._detector = detector
+        self._duplicate_similarity = duplicate_similarity
+        self._contradiction_similarity = contradiction_similarity
+        self._candidates = candidates
+
+    async def review(self, namespace: Namespace, content: str, vector: Vector, deadline: Deadline) -> Review:
+        try:
+            hits = await deadline.run(
+                self._index.search(namespace, vector, self._candidates, RecallFilter()), "the vector index"
+            )
+        except Unavailable as exc:
+            # The record store acknowledges writes while the index is down; review resumes after.
+            log.warning("write review skipped: %s", exc.message)
+            return Review()
+        hits = [h for h in hits if h.similarity >= self._contradiction_similarity]
+        if not hits:
+            return Review()
+        rows = await deadline.run(
+            self._store.fetch_memories(namespace, [h.memory_id for h in hits]), "the record store"
+        )
+        by_id = {r.id: r for r in rows if r.retention_status is RetentionStatus.ACTIVE}
+        similarity = {h.memory_id: h.similarity for h in hits}
+        memories = [await open_memory(self._cipher, by_id[h.memory_id]) for h in hits if h.memory_id in by_id]
+        for memory in memories:
+            if is_duplicate(memory.content, content, similarity[memory.id], self._duplicate_similarity):
+                reason = (
+                    f"repeats memory {memory.id} (cosine similarity {similarity[memory.id]:.3f}, same content "
+                    "terms); its confirmation count was raised instead of storing a copy"
+                )
+                return Review(duplicate_of=memory, duplicate_reason=reason)
+        contradictions = await self._detector.contradicted(content, memories, deadline)
+        return Review(contradictions=tuple(contradictions))
+
+
+def superseded_changes(old: StoredMemory | Memory, successor_id: str, reason: str) -> dict[str, Any]:
+    """Column changes that mark `old` superseded by `successor_id` and lower its consistency."""
+    reasons = dict(old.score_reasons)
+    reasons["consistency"] = f"contradicted by {successor_id}: {reason}"
+    return {
+        "retention_status": RetentionStatus.SUPERSEDED,
+        "superseded_by": successor_id,
+        "consistency": round(max(0.0, old.consistency * CONSISTENCY_PENALTY), 4),
+        "score_reasons": reasons,
+    }

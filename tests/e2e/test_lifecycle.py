@@ -1,0 +1,351 @@
+"""The memory lifecycle over gRPC: supersession, confirmation, decay and tiers, expiry, history,
+feedback, a maintenance job safe on two replicas, and export/import between deployments."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from typing import Any
+
+import grpc
+import pytest
+
+from memsvc import cli
+from memsvc.domain.models import Namespace
+from memsvc.pipeline.maintenance import Maintenance, MaintenanceReport
+from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
+from tests.conftest import RunningServer, ServerFactory
+
+pytestmark = pytest.mark.e2e
+
+DAY_S = 86_400.0
+
+
+def add(s: RunningServer, user: str, *contents: str, **fields: Any) -> write_service_pb2.AddMemoriesResponse:
+    request = write_service_pb2.AddMemoriesRequest(
+        user_id=user, memories=[write_service_pb2.NewMemory(content=c, **fields) for c in contents]
+    )
+    response: write_service_pb2.AddMemoriesResponse = s.writes.AddMemories(request, metadata=s.md)
+    return response
+
+
+def query(s: RunningServer, user: str, text: str, **filter_fields: Any) -> Any:
+    request = query_service_pb2.QueryRequest(
+        user_id=user,
+        query=text,
+        filter=memory_pb2.MemoryFilter(min_importance=0.0, **filter_fields),
+        skip_cache=True,
+    )
+    return s.queries.Query(request, metadata=s.md)
+
+
+def get(s: RunningServer, user: str, memory_id: str) -> memory_pb2.Memory:
+    response = s.writes.GetMemory(write_service_pb2.GetMemoryRequest(user_id=user, id=memory_id), metadata=s.md)
+    memory: memory_pb2.Memory = response.memory
+    return memory
+
+
+def history(s: RunningServer, user: str, memory_id: str) -> list[memory_pb2.MemoryVersion]:
+    request = write_service_pb2.GetMemoryHistoryRequest(user_id=user, id=memory_id)
+    return list(s.writes.GetMemoryHistory(request, metadata=s.md).versions)
+
+
+def listing(s: RunningServer, user: str) -> list[memory_pb2.Memory]:
+    request = write_service_pb2.ListMemoriesRequest(
+        user_id=user, page_size=500, filter=memory_pb2.MemoryFilter(include_inactive=True)
+    )
+    return list(s.writes.ListMemories(request, metadata=s.md).memories)
+
+
+def maintain(s: RunningServer, now: float) -> MaintenanceReport:
+    assert s.components.maintenance is not None
+    return s.run(s.components.maintenance.run_once(now))
+
+
+def test_a_changed_preference_supersedes_the_old_one(server: RunningServer) -> None:
+    old = add(server, "alice", "I prefer window seats on long flights", kind=memory_pb2.MEMORY_KIND_PREFERENCE)
+    lisbon = add(server, "alice", "I live in Lisbon").memories[0]
+    add(server, "alice", "My sister is an architect")
+    new = add(server, "alice", "I now prefer aisle seats on long flights", kind=memory_pb2.MEMORY_KIND_PREFERENCE)
+    assert new.created == [True]
+    assert list(new.results[0].superseded_ids) == [old.memories[0].id]
+    assert new.results[0].outcome == write_service_pb2.WRITE_OUTCOME_CREATED
+
+    found = query(server, "alice", "which seat do I like on a plane?")
+    contents = [m.memory.content for m in found.memories]
+    assert contents[0] == "I now prefer aisle seats on long flights"
+    assert "I prefer window seats on long flights" not in contents
+
+    history_view = query(server, "alice", "which seat do I like on a plane?", include_inactive=True)
+    by_id = {m.memory.id: m.memory for m in history_view.memories}
+    superseded = by_id[old.memories[0].id]
+    assert superseded.retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED
+    assert superseded.superseded_by == new.memories[0].id
+    assert superseded.consistency < 1.0
+    assert "contradicted by" in superseded.score_reasons["consistency"]
+
+    # A moved residence: "I moved to Berlin" after "I live in Lisbon".
+    berlin = add(server, "alice", "I moved to Berlin last spring")
+    assert list(berlin.results[0].superseded_ids) == [lisbon.id]
+    assert query(server, "alice", "where do I live?").memories[0].memory.content.startswith("I moved")
+    assert get(server, "alice", lisbon.id).retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED
+
+    versions = history(server, "alice", old.memories[0].id)
+    assert [v.change for v in versions] == [memory_pb2.MEMORY_CHANGE_CREATE, memory_pb2.MEMORY_CHANGE_SUPERSEDE]
+    assert [v.version for v in versions] == [1, 2]
+    assert versions[0].content == "I prefer window seats on long flights"
+    assert versions[1].actor and new.memories[0].id in versions[1].description
+    assert versions[1].retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED
+
+
+def test_a_duplicate_statement_raises_confirmation_instead_of_adding_a_row(server: RunningServer) -> None:
+    first = add(server, "bob", "I am allergic to peanuts").memories[0]
+    assert first.confirmation_count == 1
+    assert set(first.score_reasons) >= {"importance", "quality"}
+    again = add(server, "bob", "I am allergic to peanuts")
+    assert again.created == [False]
+    assert again.results[0].outcome == write_service_pb2.WRITE_OUTCOME_CONFIRMED_EXISTING
+    assert first.id in again.results[0].reason
+    assert again.memories[0].id == first.id and again.memories[0].confirmation_count == 2
+    # Same fact in other words; a different fact is stored.
+    third = add(server, "bob", "I'm allergic to peanuts.")
+    assert third.created == [False] and third.memories[0].confirmation_count == 3
+    other = add(server, "bob", "I am allergic to shellfish")
+    assert other.created == [True]
+    assert len(listing(server, "bob")) == 2
+    assert [v.change for v in history(server, "bob", first.id)] == [
+        memory_pb2.MEMORY_CHANGE_CREATE,
+        memory_pb2.MEMORY_CHANGE_CONFIRM,
+        memory_pb2.MEMORY_CHANGE_CONFIRM,
+    ]
+    # A retry with an idempotency key is a replay, not another confirmation.
+    keyed = add(server, "bob", "I play the oboe", idempotency_key="k1")
+    replay = add(server, "bob", "I play the oboe", idempotency_key="k1")
+    assert replay.results[0].outcome == write_service_pb2.WRITE_OUTCOME_IDEMPOTENT_REPLAY
+    assert get(server, "bob", keyed.memories[0].id).confirmation_count == 1
+
+
+def test_after_a_simulated_month_without_recall_decay_falls_and_the_tier_moves(server: RunningServer) -> None:
+    now = time.time()
+    idle = add(server, "carol", "Carol's bicycle is a green Brompton").memories[0]
+    vital = add(server, "carol", "Carol must never be given penicillin", importance=0.95).memories[0]
+    assert idle.tier == memory_pb2.TIER_HOT and idle.decay == 1.0
+
+    report = maintain(server, now + 10 * DAY_S)
+    assert report.ran and report.tier_moves == {"warm": 1}
+    after_10 = get(server, "carol", idle.id)
+    assert after_10.tier == memory_pb2.TIER_WARM and 0.7 < after_10.decay < 0.85
+
+    maintain(server, now + 31 * DAY_S)
+    after_31 = get(server, "carol", idle.id)
+    assert after_31.tier == memory_pb2.TIER_COLD
+    assert after_31.decay < after_10.decay and after_31.decay < 0.5
+    important = get(server, "carol", vital.id)
+    assert important.tier == memory_pb2.TIER_HOT and important.decay < 0.5
+    # The vector carries the tier: recall by tier filter agrees with the record.
+    assert not query(server, "carol", "what bike does Carol ride?", tier=memory_pb2.TIER_HOT).memories or all(
+        m.memory.id != idle.id for m in query(server, "carol", "bike", tier=memory_pb2.TIER_HOT).memories
+    )
+    cold = query(server, "carol", "what bike does Carol ride?", tier=memory_pb2.TIER_COLD)
+    assert [m.memory.id for m in cold.memories] == [idle.id]
+    assert cold.memories[0].score_breakdown.decay == pytest.approx(after_31.decay, abs=1e-3)
+    moves = [v for v in history(server, "carol", idle.id) if v.change == memory_pb2.MEMORY_CHANGE_TIER_MOVE]
+    assert [v.tier for v in moves] == [memory_pb2.TIER_WARM, memory_pb2.TIER_COLD]
+    assert moves[0].actor == "system:maintenance" and "days without recall" in moves[0].description
+
+
+def test_recall_keeps_memories_hot_and_usage_is_normalised_per_tenant(server: RunningServer) -> None:
+    ids = [m.id for m in add(server, "dan", "Dan's cat is called Miso", "Dan collects vinyl records").memories]
+    for _ in range(3):
+        query(server, "dan", "what is the name of Dan's cat?")
+    deadline = time.time() + 5
+    while get(server, "dan", ids[0]).usage_count < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    recalled = get(server, "dan", ids[0])
+    assert recalled.usage_count >= 3
+    # A month on, the memory recalled a week before the run is still hot; the other cooled.
+    report = maintain(server, recalled.last_access_time.seconds + 6 * DAY_S)
+    assert report.tenants_with_usage >= 1
+    assert get(server, "dan", ids[0]).tier == memory_pb2.TIER_HOT
+    stats = server.run(server.components.store.get_usage_stats("acme"))
+    assert stats is not None and stats.p90 >= 1
+
+
+def test_expiry_deletes_rows_and_vectors(server_factory: ServerFactory) -> None:
+    s = server_factory(retention_days_by_kind={"episode": 30})
+    now = time.time()
+    expiring = add(s, "erin", "Erin's hotel door code is 4711", expire_time=_ts(now + 3600)).memories[0]
+    assert expiring.expire_time.seconds == int(now + 3600)
+    episode = add(s, "erin", "Erin watched a film on Tuesday", kind=memory_pb2.MEMORY_KIND_EPISODE).memories[0]
+    kept = add(s, "erin", "Erin speaks Portuguese and Dutch").memories[0]
+    namespace = Namespace("acme", "default", "development", "erin")
+    assert s.run(s.components.index.count(namespace)) == 3
+
+    report = maintain(s, now + 2 * 3600)
+    assert report.expired_deleted == 1 and report.retention_deleted == 0
+    with pytest.raises(grpc.RpcError) as info:
+        get(s, "erin", expiring.id)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    assert s.run(s.components.index.count(namespace)) == 2
+    assert not any(m.memory.id == expiring.id for m in query(s, "erin", "hotel door code").memories)
+    trail = history(s, "erin", expiring.id)
+    assert [v.change for v in trail] == [memory_pb2.MEMORY_CHANGE_DELETE]
+    assert trail[0].content == "" and "expired" in trail[0].description
+
+    report = maintain(s, now + 31 * DAY_S)
+    assert report.retention_deleted == 1
+    assert [m.id for m in listing(s, "erin")] == [kept.id]
+    assert s.run(s.components.index.count(namespace)) == 1
+    assert episode.id not in {m.memory.id for m in query(s, "erin", "film").memories}
+
+
+def test_the_maintenance_job_is_idempotent_and_safe_on_two_replicas(server: RunningServer) -> None:
+    now = time.time()
+    ids = [m.id for m in add(server, "fay", *[f"Fay note {i}: she grows {w}" for i, w in enumerate("abcdef")]).memories]
+    components = server.components
+    assert components.maintenance is not None
+
+    def replica(holder: str) -> Maintenance:
+        return Maintenance(
+            store=components.store,
+            writes=components.writes,
+            embedder=components.embedder,
+            cipher=components.cipher,
+            policy=components.maintenance._policy,
+            holder=holder,
+        )
+
+    async def both(a: Maintenance, b: Maintenance, at: float) -> list[MaintenanceReport]:
+        return list(await asyncio.gather(a.run_once(at), b.run_once(at)))
+
+    # Two replicas at once: one holds the lease, the other stands down.
+    reports = server.run(both(replica("replica-a"), replica("replica-b"), now + 40 * DAY_S))
+    assert sorted(r.ran for r in reports) == [False, True]
+    assert sum(r.moved for r in reports) == len(ids)
+
+    # Even without the lease (both claim to be the same holder), compare-and-set on the row
+    # revision applies each change once.
+    reports = server.run(both(replica("same"), replica("same"), now + 80 * DAY_S))
+    assert all(r.ran for r in reports)
+    for memory_id in ids:
+        moves = [v for v in history(server, "fay", memory_id) if v.change == memory_pb2.MEMORY_CHANGE_TIER_MOVE]
+        assert [v.tier for v in moves] == [memory_pb2.TIER_COLD], memory_id
+    decays = {m.id: m.decay for m in listing(server, "fay")}
+
+    # Idempotent: a rerun at the same clock changes nothing.
+    again = maintain(server, now + 80 * DAY_S)
+    assert again.ran and again.moved == 0 and again.decay_updated == 0
+    assert {m.id: m.decay for m in listing(server, "fay")} == decays
+
+
+def test_feedback_lowers_the_vitality_of_unused_memories(server: RunningServer) -> None:
+    used, unused = add(server, "gus", "Gus drinks oat milk", "Gus dislikes oat cookies").memories
+    response = query(server, "gus", "what does Gus drink with oats?")
+    request_id = response.request_id
+    fb = server.writes.Feedback(
+        write_service_pb2.FeedbackRequest(
+            user_id="gus", request_id=request_id, used_ids=[used.id], unused_ids=[unused.id]
+        ),
+        metadata=server.md,
+    )
+    assert fb.recorded_count == 2 and not fb.ignored_ids
+    repeat = server.writes.Feedback(
+        write_service_pb2.FeedbackRequest(user_id="gus", request_id=request_id, unused_ids=[unused.id]),
+        metadata=server.md,
+    )
+    assert repeat.recorded_count == 0 and list(repeat.ignored_ids) == [unused.id]
+    for i in range(3):
+        server.writes.Feedback(
+            write_service_pb2.FeedbackRequest(user_id="gus", request_id=f"req_other{i}", unused_ids=[unused.id]),
+            metadata=server.md,
+        )
+    assert get(server, "gus", used.id).vitality > get(server, "gus", unused.id).vitality
+    assert get(server, "gus", unused.id).vitality < 0.6
+    ranked = {m.memory.id: m for m in query(server, "gus", "oat").memories}
+    assert ranked[unused.id].score_breakdown.decay < ranked[used.id].score_breakdown.decay
+    with pytest.raises(grpc.RpcError) as info:
+        server.writes.Feedback(
+            write_service_pb2.FeedbackRequest(user_id="gus", request_id=request_id, used_ids=["nope"]),
+            metadata=server.md,
+        )
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_forget_user_erases_history(server: RunningServer) -> None:
+    m = add(server, "hal", "Hal's locker is number 12").memories[0]
+    assert history(server, "hal", m.id)
+    server.writes.ForgetUser(write_service_pb2.ForgetUserRequest(user_id="hal"), metadata=server.md)
+    with pytest.raises(grpc.RpcError) as info:
+        history(server, "hal", m.id)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_export_then_import_into_an_empty_deployment_reproduces_every_memory(
+    server_factory: ServerFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = server_factory()
+    created = time.time() - 5 * DAY_S
+    add(source, "ivy", "Ivy's favourite colour is blue", create_time=_ts(created))
+    add(source, "ivy", "Ivy's favourite colour is green now")
+    add(source, "ivy", "Ivy works at a bakery in Porto", "Ivy has two cats named Salt and Pepper")
+    add(source, "ivy", "Ivy has two cats named Salt and Pepper")  # a confirmation
+    add(source, "ivy", "Ivy is training for a half marathon", expire_time=_ts(time.time() + 90 * DAY_S))
+    before = {m.id: m for m in listing(source, "ivy")}
+    assert len(before) == 5
+
+    # memsvc export --user ivy > file.jsonl
+    assert cli.main(["export", "--user", "ivy", "--address", source.address, "--api-key", source.api_key]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 5
+    first = json.loads(lines[0])
+    assert set(first) == {"memory", "versions"} and first["memory"]["content"]
+
+    # memsvc import --user ivy < file.jsonl, into an empty deployment, twice (idempotent).
+    target = server_factory()
+    for expected_imported in (5, 0):
+        monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+        args = ["import", "--user", "ivy", "--address", target.address, "--api-key", target.api_key, "--batch", "2"]
+        assert cli.main(args) == 0
+        assert f"imported {expected_imported}," in capsys.readouterr().err
+
+    after = {m.id: m for m in listing(target, "ivy")}
+    assert set(after) == set(before)
+    for memory_id, old in before.items():
+        new = after[memory_id]
+        for name in (
+            "content",
+            "kind",
+            "role",
+            "tier",
+            "importance",
+            "quality",
+            "consistency",
+            "retention_status",
+            "superseded_by",
+            "confirmation_count",
+            "create_time",
+            "expire_time",
+        ):
+            assert getattr(new, name) == getattr(old, name), (name, old.content)
+    for text in ("what colour does Ivy like?", "where does Ivy work?", "pets", "what is Ivy training for?"):
+        want = [m.memory.id for m in query(source, "ivy", text).memories]
+        got = [m.memory.id for m in query(target, "ivy", text).memories]
+        assert got == want, text
+    blue = next(m for m in before.values() if m.content.endswith("blue"))
+    trail = history(target, "ivy", blue.id)
+    assert [v.change for v in trail] == [
+        memory_pb2.MEMORY_CHANGE_CREATE,
+        memory_pb2.MEMORY_CHANGE_SUPERSEDE,
+        memory_pb2.MEMORY_CHANGE_IMPORT,
+    ]
+    assert trail[0].content == "Ivy's favourite colour is blue"
+
+
+def _ts(seconds: float) -> Any:
+    from google.protobuf import timestamp_pb2
+
+    ts = timestamp_pb2.Timestamp()
+    ts.FromSeconds(int(seconds))
+    return ts

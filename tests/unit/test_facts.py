@@ -1,0 +1,81 @@
+"""The offline contradiction and duplicate heuristics of the write path."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsvc.pipeline.facts import Claim, content_terms, extract_claims, find_conflict, is_duplicate
+
+
+def conflict(old: str, new: str) -> str | None:
+    found = find_conflict(extract_claims(old), extract_claims(new))
+    return None if found is None else found.attribute
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "attribute"),
+    [
+        ("I live in Lisbon", "I moved to Berlin last year", "residence"),
+        ("I live in Lisbon.", "I now live in Porto with my partner", "residence"),
+        ("I live in Lisbon", "I no longer live in Lisbon", "residence"),
+        ("I work at Acme Corp", "I joined Globex in March", "employer"),
+        ("I work for the city council", "I now work at a bakery", "employer"),
+        ("My favourite colour is blue", "My favourite colour is green now", "favourite colour"),
+        ("I love olives", "I hate olives", "opinion of olives"),
+        ("I like jazz", "I don't like jazz anymore", "opinion of jazz"),
+        ("I prefer window seats on long flights", "I now prefer aisle seats on long flights", "preference"),
+        ("My name is Sam", "My name is Samantha", "name"),
+        ("I am 34 years old", "I'm 35", "age"),
+        ("I am single", "I'm married", "marital status"),
+        ("My wife is Ana", "My wife is Joana", "partner"),
+        ("I am vegetarian", "I am vegan", "diet"),
+        ("My sister lives in Lisbon", "My sister moved to Madrid", "residence"),
+        ("My dog is called Biscuit", "My dog is called Pepper", "dog"),
+    ],
+)
+def test_contradictions_are_found(old: str, new: str, attribute: str) -> None:
+    assert conflict(old, new) == attribute
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("I live in Lisbon", "I live in Lisbon"),
+        ("I live in Lisbon", "My sister lives in Madrid"),
+        ("I work at Acme Corp", "I live in Berlin"),
+        ("I prefer window seats on long flights", "I prefer tea in the morning"),
+        ("I love olives", "I love sushi"),
+        ("I like jazz", "I love jazz"),
+        ("Dave runs marathons every spring", "Dave ran a marathon in Boston"),
+        ("My favourite colour is blue", "My favourite food is ramen"),
+    ],
+)
+def test_compatible_statements_do_not_conflict(old: str, new: str) -> None:
+    assert conflict(old, new) is None
+
+
+def test_claims_carry_subject_attribute_and_value() -> None:
+    assert Claim("user", "residence", "berlin") in extract_claims("Last spring I moved to Berlin, and I love it.")
+    assert Claim("sister", "employer", "google") in extract_claims("My sister works at Google in Zurich")
+    assert Claim("user", "residence", "lisbon", negated=True) in extract_claims("I don't live in Lisbon anymore")
+    assert extract_claims("hello there") == []
+
+
+def test_duplicates_need_near_identical_meaning_and_the_same_terms() -> None:
+    assert is_duplicate("I am allergic to peanuts", "I'm allergic to peanuts.", 0.97)
+    assert is_duplicate("I prefer window seats on long flights", "I really prefer window seats on long flights", 0.96)
+    assert not is_duplicate("I am allergic to peanuts", "I am allergic to peanuts", 0.90)  # below the threshold
+    assert not is_duplicate("I am 34 years old", "I am 35 years old", 0.99)  # numbers differ
+    assert not is_duplicate("I like jazz", "I don't like jazz", 0.96)  # negation differs
+    assert not is_duplicate("I live in Lisbon", "I live in Porto", 0.96)  # a contradiction, not a repeat
+    assert not is_duplicate("Alice keeps bees in her garden", "Alice keeps goats and bees in her garden", 0.96)
+
+
+def test_content_terms_fold_plurals_and_drop_function_words() -> None:
+    assert content_terms("I prefer the window seats") == {"prefer", "window", "seat"}
+
+
+def test_possessive_owners_are_subjects() -> None:
+    assert conflict("Ivy's favourite colour is blue", "Ivy's favourite colour is green now") == "favourite colour"
+    assert conflict("My sister's husband is Tom", "My sister's husband is Luke") == "partner"
+    assert conflict("Ivy's favourite colour is blue", "My favourite colour is green") is None
