@@ -137,6 +137,10 @@ class Replica:
         return self.workdir / f"{self.name}.log"
 
     def start(self, timeout_s: float = 90) -> Replica:
+        return self.launch().wait_ready(timeout_s)
+
+    def launch(self) -> Replica:
+        """Start the process without waiting (replicas load their models in parallel)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
@@ -148,6 +152,10 @@ class Replica:
             self.process = subprocess.Popen(
                 [str(BIN / "memsvc"), "serve"], env=env, cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT
             )
+        return self
+
+    def wait_ready(self, timeout_s: float = 90) -> Replica:
+        assert self.process is not None
         wait_for_port(self.port, timeout_s, self.process, self.log)
         self.channel = grpc.insecure_channel(self.address)
         deadline = time.monotonic() + timeout_s

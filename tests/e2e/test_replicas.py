@@ -65,7 +65,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             ).splitlines()[0]
             replicas = [Replica(name, work, env) for name in ("a", "b")]
             for replica in replicas:
-                replica.start()
+                replica.launch()
+            for replica in replicas:
+                replica.wait_ready()
             yield Deployment(replicas[0], replicas[1], token, env)
         finally:
             for replica in replicas:
@@ -110,3 +112,18 @@ def test_forget_on_a_is_honoured_by_b(deployment: Deployment) -> None:
         found = d.query(replica, "carol", "locker code")
         assert [m.memory.id for m in found.memories] == [fresh.id]
         assert found.memories[0].memory.content == "Carol's new locker code is 1234"
+
+
+def test_a_retry_through_the_other_replica_stores_once(deployment: Deployment) -> None:
+    d = deployment
+    request = write_service_pb2.AddMemoriesRequest(
+        user_id="dave",
+        memories=[write_service_pb2.NewMemory(content="Dave plays the cello", idempotency_key="req-7")],
+    )
+    calls = [
+        write_service_pb2_grpc.WriteServiceStub(r.channel).AddMemories.future(request, metadata=d.md, timeout=30)
+        for r in (d.a, d.b, d.a, d.b)
+    ]
+    responses = [c.result() for c in calls]
+    assert len({r.memories[0].id for r in responses}) == 1
+    assert sorted(r.created[0] for r in responses) == [False, False, False, True]
