@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,6 +19,7 @@ from tests.conftest import RunningServer, ServerFactory
 
 pytestmark = pytest.mark.e2e
 
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "memsvc-dashboard.json"
 STAGES = ("scope", "embed", "recall", "hydrate", "rank", "bookkeep")
 
 
@@ -74,6 +78,12 @@ def test_metrics_endpoint_serves_rpc_stage_cache_and_lag_series(server_factory: 
     assert value(samples, lookups, cache="embedding", result="miss") >= 1
     assert "memsvc_index_lag" in samples
     assert value(samples, "memsvc_index_lag") == 0
+    # Every series the Grafana dashboard reads is one the server exports.
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    referenced = {name for e in exprs for name in re.findall(r"\bmemsvc_[a-z_]+", e)}
+    assert referenced
+    assert referenced <= set(samples), referenced - set(samples)
 
 
 def test_index_lag_counts_rows_awaiting_their_vector(
