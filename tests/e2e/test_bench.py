@@ -1,0 +1,54 @@
+"""`memsvc bench query` and `memsvc bench write` end to end, at tiny sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memsvc.cli import main
+
+pytestmark = pytest.mark.e2e
+
+QUERY_KEYS = {
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "qps",
+    "floor_p50_ms",
+    "ratio_p50",
+    "stages_ms",
+    "users",
+    "memories_per_user",
+    "concurrency",
+    "mode",
+    "embedding_cache",
+}
+
+
+def test_bench_query_writes_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "query.json"
+    argv = ["bench", "query", "--users", "2", "--memories-per-user", "20", "--queries", "20", "--concurrency", "2"]
+    code = main([*argv, "--embedding-cache", "miss", "--floor-samples", "10", "--json", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert set(data) >= QUERY_KEYS
+    assert (data["users"], data["memories_per_user"], data["concurrency"]) == (2, 20, 2)
+    assert (data["mode"], data["embedding_cache"]) == ("direct", "miss")
+    assert data["queries"] == 20 and data["errors"] == {}
+    assert 0 < data["p50_ms"] <= data["p95_ms"] <= data["p99_ms"]
+    assert data["qps"] > 0 and data["floor_p50_ms"] > 0
+    assert data["ratio_p50"] == pytest.approx(data["p50_ms"] / data["floor_p50_ms"], rel=0.01)
+    assert set(data["stages_ms"]) >= {"scope", "embed", "recall", "hydrate", "rank", "bookkeep"}
+    assert "service / floor" in capsys.readouterr().out
+
+
+def test_bench_write_measures_throughput_and_floor(tmp_path: Path) -> None:
+    out = tmp_path / "write.json"
+    argv = ["bench", "write", "--users", "2", "--memories-per-user", "30", "--batch", "15", "--json", str(out)]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())
+    assert data["memories"] == 60
+    assert data["memories_per_s"] > 0 and data["floor_memories_per_s"] > 0
+    assert data["ratio"] == pytest.approx(data["floor_memories_per_s"] / data["memories_per_s"], rel=0.01)
