@@ -28,6 +28,7 @@ from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import open_memory
 from memsvc.pipeline.lifecycle import open_version, seal_version
 from memsvc.pipeline.paging import PageTokens
+from memsvc.pipeline.scoring import estimate_quality
 from memsvc.pipeline.validation import (
     IDEMPOTENCY_PATTERN,
     MEMORY_ID_PATTERN,
@@ -316,9 +317,10 @@ class HistoryService:
             updated_at=m.updated_at or now,
             usage_count=m.usage_count,
             last_accessed_at=m.last_accessed_at,
-            quality=m.quality,
-            consistency=m.consistency,
-            decay=m.decay,
+            # A hand-written record may leave scores out (0 in proto3): fall back to fresh values.
+            quality=m.quality or estimate_quality(m.content).value,
+            consistency=m.consistency or 1.0,
+            decay=m.decay or 1.0,
             retention_status=m.retention_status,
             embedding_version=self._writes.embedding_version,
             superseded_by=new_ids.get(m.superseded_by, m.superseded_by),
@@ -327,7 +329,7 @@ class HistoryService:
             expires_at=m.expires_at,
             confirmation_count=max(1, m.confirmation_count),
             score_reasons=dict(m.score_reasons),
-            vitality=m.vitality,
+            vitality=m.vitality or 1.0,
         )
         versions: list[StoredVersion] = []
         for old in sorted(record.versions, key=lambda x: x.version):

@@ -349,3 +349,14 @@ def _ts(seconds: float) -> Any:
     ts = timestamp_pb2.Timestamp()
     ts.FromSeconds(int(seconds))
     return ts
+
+
+@pytest.mark.slow  # loads its own embedding model, as the CronJob's process does
+def test_memsvc_maintain_is_a_one_shot_for_a_cronjob(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMSVC_DATA_DIR", str(tmp_path / "cron"))
+    monkeypatch.setenv("MEMSVC_BOOTSTRAP_DEV_KEY", "false")
+    assert cli.main(["maintain"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ran"] is True and report["scanned"] == 0 and report["expired_deleted"] == 0
