@@ -25,7 +25,7 @@ from memsvc.domain.models import (
     WrappedDataKey,
     new_memory_id,
 )
-from memsvc.errors import FailedPrecondition
+from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.records.base import IndexTicket, PageCursor, RecordStore
 from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Migration
 from memsvc.stores.records.postgres import PostgresRecordStore
@@ -516,3 +516,40 @@ def test_stale_data_keys_page_in_order_and_rewrap_is_compare_and_set(s: Store) -
     assert not s(s.store.rewrap_data_key(alice, 3, b"late"))
     assert s(s.store.get_data_key(ALICE)) == WrappedDataKey(ALICE.digest, 1, 2, b"rewrapped")
     assert ALICE.digest not in [k.key.namespace_digest for k in s(s.store.stale_data_keys(2, ("", 0), 10))]
+
+
+# -- outages (PostgreSQL) ---------------------------------------------------------------------
+
+
+def test_an_unreachable_postgres_is_unavailable(loop_thread: LoopThread) -> None:
+    store = PostgresRecordStore("postgresql://postgres@127.0.0.1:1/test", timeout_s=1.0)
+
+    async def calls() -> None:
+        try:
+            for call in (store.ping(), store.check_schema(), store.insert_memories([memory()])):
+                with pytest.raises(Unavailable):
+                    await call
+        finally:
+            await store.close()
+
+    loop_thread.run(calls())
+
+
+def test_a_read_only_postgres_is_unavailable_for_writes(loop_thread: LoopThread) -> None:
+    with fresh_schema() as url:
+        writable = PostgresRecordStore(url)
+        # A standby after a failover: reads answer, writes must be retried elsewhere.
+        standby = PostgresRecordStore(url + "%20-cdefault_transaction_read_only%3Don")
+
+        async def calls() -> None:
+            try:
+                await writable.migrate()
+                await standby.ping()
+                assert await standby.fetch_memories(ALICE, ["x"]) == []
+                with pytest.raises(Unavailable):
+                    await standby.insert_memories([memory()])
+            finally:
+                await writable.close()
+                await standby.close()
+
+        loop_thread.run(calls())

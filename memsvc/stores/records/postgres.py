@@ -116,8 +116,9 @@ class PostgresRecordStore:
         try:
             async with self._pool.connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            # Down, restarting, pool exhausted, serialization conflict: retryable, never INTERNAL.
+        except (psycopg.OperationalError, psycopg.InterfaceError, errors.ReadOnlySqlTransaction) as exc:
+            # Down, restarting, pool exhausted, serialization conflict, a standby after failover:
+            # retryable, never INTERNAL.
             raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
             raise FailedPrecondition("the record store schema is not migrated; run `memsvc migrate`") from exc
