@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsvc.crypto.envelope import EnvelopeCipher
-from memsvc.domain.models import Memory, Namespace, SealedContent, StoredMemory
+from memsvc.domain.models import Memory, Namespace, RetentionStatus, SealedContent, StoredMemory
 from memsvc.pipeline.context import Deadline, QueryPlan
 from memsvc.pipeline.recall import Candidate
 from memsvc.stores.records.base import RecordStore
@@ -86,7 +86,14 @@ class HydrateStage:
 
     async def run(self, plan: QueryPlan, candidates: Sequence[Candidate], deadline: Deadline) -> list[Hydrated]:
         hydrated = await self.fetch(plan.namespace, candidates, deadline)
-        wanted = plan.memory_filter.metadata
+        # The row is the truth: a vector whose attributes lag its row (a supersession or tier
+        # move not yet re-indexed) never lets a superseded or wrong-tier memory through.
+        memory_filter = plan.memory_filter
+        if not memory_filter.include_inactive:
+            hydrated = [h for h in hydrated if h.memory.retention_status is RetentionStatus.ACTIVE]
+        if memory_filter.tier is not None:
+            hydrated = [h for h in hydrated if h.memory.tier is memory_filter.tier]
+        wanted = memory_filter.metadata
         if wanted:
             hydrated = [h for h in hydrated if metadata_matches(h.memory.metadata, wanted)]
         return hydrated

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     Memory,
@@ -279,6 +281,32 @@ class WriteReview:
                 return Review(duplicate_of=memory, duplicate_reason=reason)
         contradictions = await self._detector.contradicted(content, memories, deadline)
         return Review(contradictions=tuple(contradictions))
+
+    async def review_batch(
+        self, content: str, vector: Vector, earlier: Sequence[tuple[Memory, Vector]], deadline: Deadline
+    ) -> Review:
+        """The same review against earlier items of the same AddMemories call (not yet indexed)."""
+        if not earlier:
+            return Review()
+        near: list[tuple[Memory, float]] = []
+        for memory, other in earlier:
+            similarity = _cosine(vector, other)
+            if similarity >= self._contradiction_similarity:
+                near.append((memory, similarity))
+        for memory, similarity in sorted(near, key=lambda x: -x[1]):
+            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity):
+                reason = (
+                    f"repeats memory {memory.id} of the same request (cosine similarity {similarity:.3f}, same "
+                    "content terms); its confirmation count was raised instead of storing a copy"
+                )
+                return Review(duplicate_of=memory, duplicate_reason=reason)
+        contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline)
+        return Review(contradictions=tuple(contradictions))
+
+
+def _cosine(a: Vector, b: Vector) -> float:
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b)) / norm if norm > 0 else 0.0
 
 
 def superseded_changes(old: StoredMemory | Memory, successor_id: str, reason: str) -> dict[str, Any]:

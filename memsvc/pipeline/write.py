@@ -35,7 +35,14 @@ from memsvc.errors import MemsvcError, NotFound, PermissionDenied
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import metadata_matches, open_memory
 from memsvc.pipeline.lexical import LexicalWriter
-from memsvc.pipeline.lifecycle import Review, WriteReview, seal_version, superseded_changes, version_of
+from memsvc.pipeline.lifecycle import (
+    Contradiction,
+    Review,
+    WriteReview,
+    seal_version,
+    superseded_changes,
+    version_of,
+)
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.reconcile import vector_item
 from memsvc.pipeline.scoring import estimate_importance, estimate_quality
@@ -134,27 +141,51 @@ class WritePath:
         results: list[AddResult | None] = [None] * len(items)
         rows: list[StoredMemory] = []
         versions: list[StoredVersion] = []
-        pending: list[tuple[int, NewMemory, Any, Review]] = []
+        pending: list[tuple[int, NewMemory, Any, tuple[Contradiction, ...]]] = []
+        batch: list[tuple[Memory, Any]] = []  # this call's new memories, for repeats within the call
+        repeats: list[tuple[int, int, str]] = []  # (item, pending row it repeats, why)
         confirmed_any = False
         for i, (item, vector) in enumerate(zip(items, vectors, strict=True)):
             if item.idempotency_key in replayed:
                 memory = await open_memory(self._cipher, replayed[item.idempotency_key])
                 results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
                 continue
-            review = (
-                Review()
-                if self._review is None
-                else await self._review.review(namespace, item.content, vector, deadline)
-            )
+            review, local = Review(), Review()
+            if self._review is not None:
+                review = await self._review.review(namespace, item.content, vector, deadline)
+                if review.duplicate_of is None:
+                    local = await self._review.review_batch(item.content, vector, batch, deadline)
             if review.duplicate_of is not None:
                 confirmed = await self._confirm(principal, review.duplicate_of, review.duplicate_reason, now, deadline)
                 if confirmed is not None:
                     confirmed_any = True
                     results[i] = AddResult(confirmed, False, WriteOutcome.CONFIRMED_EXISTING, review.duplicate_reason)
                     continue
-            row = await self._new_row(namespace, item, now)
+            if local.duplicate_of is not None:
+                k = next(k for k, (m, _) in enumerate(batch) if m.id == local.duplicate_of.id)
+                rows[k] = replace(rows[k], confirmation_count=rows[k].confirmation_count + 1)
+                after = replace(local.duplicate_of, confirmation_count=rows[k].confirmation_count)
+                versions.append(
+                    await version_of(
+                        self._cipher,
+                        after,
+                        at=now,
+                        actor=principal.key_id,
+                        change=MemoryChange.CONFIRM,
+                        fields=("confirmation_count",),
+                        description=local.duplicate_reason,
+                    )
+                )
+                repeats.append((i, k, local.duplicate_reason))
+                continue
+            contradictions = review.contradictions + local.contradictions
+            created_at = item.created_at if item.created_at is not None else now
+            # A back-dated statement older than the memory it contradicts is history, not news.
+            newer = [c for c in contradictions if c.memory.created_at > created_at]
+            row = await self._new_row(namespace, item, now, max(newer, key=lambda c: c.memory.created_at, default=None))
             rows.append(row)
             memory = await open_memory(self._cipher, row)
+            batch.append((memory, vector))
             versions.append(
                 await version_of(
                     self._cipher,
@@ -166,22 +197,30 @@ class WritePath:
                     description="created by AddMemories",
                 )
             )
-            pending.append((i, item, vector, review))
+            pending.append((i, item, vector, () if newer else contradictions))
+        # Creates come first in `versions` order per memory, so confirmations number after them.
+        versions.sort(key=lambda v: v.change is not MemoryChange.CREATE)
         stored = await deadline.run(self._store.insert_memories(rows, versions), "the record store")
         fresh: list[tuple[StoredMemory, Any]] = []
         texts: list[str] = []
         supersede: list[tuple[Memory, str, str]] = []
-        for (i, item, vector, review), (row, created) in zip(pending, stored, strict=True):
+        opened: list[Memory] = []
+        for (i, item, vector, contradicted), (row, created) in zip(pending, stored, strict=True):
             memory = await open_memory(self._cipher, row)
+            opened.append(memory)
             if not created:  # a concurrent retry stored the same idempotency key first
                 results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
                 continue
             fresh.append((row, vector))
             texts.append(item.content)
-            superseded = tuple(c.memory.id for c in review.contradictions)
-            supersede += [(c.memory, row.id, c.reason) for c in review.contradictions]
+            superseded = tuple(c.memory.id for c in contradicted)
+            supersede += [(c.memory, row.id, c.reason) for c in contradicted]
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
+            if row.retention_status is RetentionStatus.SUPERSEDED:
+                reason = f"older than memory {row.superseded_by}, which it contradicts; stored as superseded history"
             results[i] = AddResult(memory, True, WriteOutcome.CREATED, reason, superseded)
+        for i, k, why in repeats:
+            results[i] = AddResult(opened[k], False, WriteOutcome.CONFIRMED_EXISTING, why)
         if fresh or confirmed_any:
             await self._cache.invalidate(namespace)
         if fresh:
@@ -192,7 +231,9 @@ class WritePath:
         assert len(done) == len(items)
         return done
 
-    async def _new_row(self, namespace: Namespace, item: NewMemory, now: float) -> StoredMemory:
+    async def _new_row(
+        self, namespace: Namespace, item: NewMemory, now: float, superseded_by: Contradiction | None = None
+    ) -> StoredMemory:
         created_at = item.created_at if item.created_at is not None else now
         memory_id = new_memory_id(created_at)
         if item.importance is not None:
@@ -202,7 +243,12 @@ class WritePath:
             importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
         quality = estimate_quality(item.content)
         sealed = SealedContent(item.content, dict(item.metadata)).to_bytes()
-        return StoredMemory(
+        reasons = {
+            "importance": importance_reason,
+            "quality": f"estimated: {quality.reason}",
+            "consistency": "not contradicted",
+        }
+        row = StoredMemory(
             id=memory_id,
             namespace=namespace,
             ciphertext=await self._cipher.seal(namespace, memory_id, sealed),
@@ -225,12 +271,11 @@ class WritePath:
             idempotency_key=item.idempotency_key,
             indexed=False,
             expires_at=item.expires_at,
-            score_reasons={
-                "importance": importance_reason,
-                "quality": f"estimated: {quality.reason}",
-                "consistency": "not contradicted",
-            },
+            score_reasons=reasons,
         )
+        if superseded_by is None:
+            return row
+        return replace(row, **superseded_changes(row, superseded_by.memory.id, superseded_by.reason))
 
     async def _confirm(
         self, principal: Principal, existing: Memory, reason: str, now: float, deadline: Deadline

@@ -127,6 +127,34 @@ def test_a_duplicate_statement_raises_confirmation_instead_of_adding_a_row(serve
     assert get(server, "bob", keyed.memories[0].id).confirmation_count == 1
 
 
+def test_repeats_and_contradictions_within_one_call_and_back_dated_statements(server: RunningServer) -> None:
+    response = add(
+        server, "kim", "I am allergic to peanuts", "I am allergic to peanuts", "I live in Lisbon", "I moved to Berlin"
+    )
+    outcomes = [r.outcome for r in response.results]
+    assert outcomes == [
+        write_service_pb2.WRITE_OUTCOME_CREATED,
+        write_service_pb2.WRITE_OUTCOME_CONFIRMED_EXISTING,
+        write_service_pb2.WRITE_OUTCOME_CREATED,
+        write_service_pb2.WRITE_OUTCOME_CREATED,
+    ]
+    peanuts, repeat, lisbon, berlin = response.memories
+    assert repeat.id == peanuts.id and repeat.confirmation_count == 2
+    assert list(response.results[3].superseded_ids) == [lisbon.id]
+    assert get(server, "kim", lisbon.id).superseded_by == berlin.id
+    assert [v.change for v in history(server, "kim", peanuts.id)] == [
+        memory_pb2.MEMORY_CHANGE_CREATE,
+        memory_pb2.MEMORY_CHANGE_CONFIRM,
+    ]
+    # A statement dated before the current truth it contradicts is stored as history.
+    old = add(server, "kim", "I live in Madrid", create_time=_ts(time.time() - 30 * DAY_S))
+    assert old.created == [True] and not old.results[0].superseded_ids
+    assert old.memories[0].retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED
+    assert old.memories[0].superseded_by == berlin.id
+    assert get(server, "kim", berlin.id).retention_status == memory_pb2.RETENTION_STATUS_ACTIVE
+    assert query(server, "kim", "where do I live?").memories[0].memory.id == berlin.id
+
+
 def test_after_a_simulated_month_without_recall_decay_falls_and_the_tier_moves(server: RunningServer) -> None:
     now = time.time()
     idle = add(server, "carol", "Carol's bicycle is a green Brompton").memories[0]
