@@ -9,13 +9,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc import aio
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_trace_id
 
 from memsvc.api.errors import GRPC_CODES, internal_status, status_of
 from memsvc.api.ratelimit import RateLimiter
 from memsvc.domain.models import Principal
-from memsvc.errors import MemsvcError, ResourceExhausted, Unauthenticated
+from memsvc.errors import InvalidArgument, MemsvcError, ResourceExhausted, Unauthenticated
 from memsvc.keys import ApiKeys
 from memsvc.pipeline.context import Deadline
 
@@ -50,6 +51,29 @@ def bearer_token(context: Any) -> str:
     raise Unauthenticated("missing `authorization: Bearer <api key>` metadata")
 
 
+# grpc answers UNKNOWN (with the parser's exception text) to a body that does not parse; the
+# handlers get this marker instead and answer INVALID_ARGUMENT after authentication.
+UNDECODABLE = object()
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except DecodeError:
+            return UNDECODABLE
+
+    return parse
+
+
+def check_decoded(request: Any) -> None:
+    if request is UNDECODABLE:
+        raise InvalidArgument.field("request", "is not a valid protobuf encoding of this method's request message")
+
+
 class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
     def __init__(
         self, keys: ApiKeys, tracer: Tracer, default_deadline_s: float, limiter: RateLimiter | None = None
@@ -71,13 +95,13 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -109,6 +133,7 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
                 started = time.perf_counter()
                 try:
                     await self._enter(context)
+                    check_decoded(request)
                     response = await behavior(request, context)
                     span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
                     return response
@@ -143,6 +168,7 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
             ) as span:
                 try:
                     await self._enter(context)
+                    check_decoded(request)
                     async for item in behavior(request, context):
                         yield item
                     span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])

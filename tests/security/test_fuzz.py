@@ -255,3 +255,31 @@ def test_fuzzed_requests_never_fail_internally(server_factory: ServerFactory) ->
 def test_ten_thousand_fuzzed_requests(server_factory: ServerFactory) -> None:
     fuzzer = _fuzz(server_factory, 10_000)
     assert sum(fuzzer.codes.values()) >= 10_000
+
+
+def test_undecodable_request_bytes_are_invalid_argument(server_factory: ServerFactory) -> None:
+    server = server_factory()
+    codes: collections.Counter[str] = collections.Counter()
+
+    @seed(7)
+    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(METHODS), st.binary(max_size=200))
+    def raw_bytes(method: tuple[str, Any], body: bytes) -> None:
+        _, m = method
+        path = f"/{m.containing_service.full_name}/{m.name}"
+        if m.server_streaming:
+            call: Any = server.channel.unary_stream(path)
+        else:
+            call = server.channel.unary_unary(path)
+        try:
+            result = call(body, metadata=server.md, timeout=30)
+            if m.server_streaming:
+                list(result)
+            codes["OK"] += 1
+        except grpc.RpcError as error:
+            code = error.code()  # type: ignore[attr-defined]
+            codes[code.name] += 1
+            assert code not in FORBIDDEN, f"{m.name} answered {code.name} to {body!r}: {error.details()}"  # type: ignore[attr-defined]
+
+    raw_bytes()
+    assert codes["INVALID_ARGUMENT"] > 0, codes
