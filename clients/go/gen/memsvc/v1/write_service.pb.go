@@ -1400,7 +1400,7 @@ type ExportMemoriesResponse struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// A batch of memory records, oldest memory first across the whole stream.
+	// A batch of memory records, newest memory first across the whole stream.
 	Records []*MemoryRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 }
 

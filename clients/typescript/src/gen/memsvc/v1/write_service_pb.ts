@@ -706,7 +706,7 @@ export const ExportMemoriesRequestSchema: GenMessage<ExportMemoriesRequest> = /*
  */
 export type ExportMemoriesResponse = Message<"memsvc.v1.ExportMemoriesResponse"> & {
   /**
-   * A batch of memory records, oldest memory first across the whole stream.
+   * A batch of memory records, newest memory first across the whole stream.
    *
    * @generated from field: repeated memsvc.v1.MemoryRecord records = 1;
    */
