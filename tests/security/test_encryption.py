@@ -21,7 +21,7 @@ from memsvc.crypto.rotation import rotate_master_key
 from memsvc.domain.models import Namespace
 from memsvc.server import build_record_store
 from memsvc.v1 import write_service_pb2
-from tests.conftest import RunningServer, ServerFactory
+from tests.conftest import LoopThread, RunningServer, ServerFactory
 from tests.security.support import add, everything, expect_failure, get, query
 
 pytestmark = pytest.mark.e2e
@@ -310,3 +310,43 @@ def test_lexical_recall_survives_retiring_the_oldest_master_key(server_factory: 
     found = query(s, key, "hal", "Quetzalcoatl", filter=everything()).memories
     assert found[0].memory.id == memory.id
     assert found[0].score_breakdown.lexical_rank > 0
+
+
+def test_no_plaintext_in_postgres_rows(server_factory: ServerFactory, loop_thread: LoopThread) -> None:
+    import psycopg
+
+    from memsvc.config import Settings
+    from tests.backends import fresh_schema
+
+    with fresh_schema() as url:
+
+        async def migrate() -> None:
+            store = build_record_store(Settings(record_store_url=url))
+            try:
+                await store.migrate()
+            finally:
+                await store.close()
+
+        settings = {"record_store_url": url, "master_keys": f"1:{_key()}", "api_key_pepper": _key()}
+        loop_thread.run(migrate())
+        s = server_factory(**settings)
+        add(s, s.api_key, "ivy", f"Ivy's locker code is {CONTENT_CANARY}", metadata={"note": META_CANARY})
+        found = query(s, s.api_key, "ivy", f"locker code {QUERY_CANARY}", filter=everything())
+        assert CONTENT_CANARY in found.memories[0].memory.content
+        with psycopg.connect(url) as conn:
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+                )
+            ]
+            assert "memories" in tables
+            text = []
+            for table in tables:
+                for row in conn.execute(f'SELECT * FROM "{table}"'):
+                    text += [bytes(c).decode("latin-1") if isinstance(c, bytes | memoryview) else str(c) for c in row]
+        joined = "\n".join(text)
+        for canary in CANARIES:
+            assert canary not in joined, f"{canary} in a PostgreSQL row"
+        s.channel.close()
+        s.run(s.server.stop(0))
