@@ -334,12 +334,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     from memsvc.api.client import ClientError
+    from memsvc.errors import MemsvcError
 
     try:
         return int(args.func(args))
     except ClientError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except MemsvcError as exc:
+        # Start-up and admin commands: say what is wrong (schema not migrated, database down).
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -98,24 +98,32 @@ class PostgresRecordStore:
             kwargs={"connect_timeout": max(2, int(timeout_s))},
             name="memsvc-records",
         )
+        self._url = url
         self._timeout_s = timeout_s
+        self._connect_timeout_s = max(2, int(timeout_s))
         self._opened = False
         self._open_lock = asyncio.Lock()
 
     # -- plumbing -----------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """One transaction on a pooled connection; connection trouble becomes Unavailable."""
-        if not self._opened:
-            async with self._open_lock:
-                if not self._opened:
-                    # wait=False: start even while the database is down; calls report Unavailable.
-                    await self._pool.open(wait=False)
-                    self._opened = True
+    async def _tx(self, *, pooled: bool = True) -> AsyncIterator[AsyncConnection[Any]]:
+        """One transaction on a pooled (or a fresh) connection; connection trouble becomes Unavailable."""
         try:
-            async with self._pool.connection() as conn:
-                yield conn
+            if pooled:
+                if not self._opened:
+                    async with self._open_lock:
+                        if not self._opened:
+                            # wait=False: start even while the database is down; calls report Unavailable.
+                            await self._pool.open(wait=False)
+                            self._opened = True
+                async with self._pool.connection() as conn:
+                    yield conn
+            else:
+                # Schema work at start-up gets its own connection: a failed check leaves no pool
+                # (and no pool tasks) behind to keep the process from exiting.
+                async with await AsyncConnection.connect(self._url, connect_timeout=self._connect_timeout_s) as conn:
+                    yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, errors.ReadOnlySqlTransaction) as exc:
             # Down, restarting, pool exhausted, serialization conflict, a standby after failover:
             # retryable, never INTERNAL.
@@ -131,7 +139,7 @@ class PostgresRecordStore:
     # -- schema -------------------------------------------------------------------------------
 
     async def migrate(self) -> list[int]:
-        async with self._tx() as conn:
+        async with self._tx(pooled=False) as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -152,7 +160,7 @@ class PostgresRecordStore:
             return applied
 
     async def check_schema(self) -> None:
-        async with self._tx() as conn:
+        async with self._tx(pooled=False) as conn:
             cur = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
             row = await cur.fetchone()
             done: set[int] = set()
