@@ -232,7 +232,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 # `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
-BENCHMARKS = ("query", "write", "scaling", "locomo")
+BENCHMARKS = ("query", "write", "scaling", "locomo", "load")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
