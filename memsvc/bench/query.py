@@ -7,7 +7,6 @@ import itertools
 import json
 import random
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from memsvc.bench.harness import (
     BenchServer,
     Floor,
     LatencySummary,
-    LoadResult,
     drive_queries,
     load_memories,
     measure_floor,
@@ -45,13 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-batch", type=int, default=64, help="memories per AddMemories call when loading")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the summary as JSON to this file")
-
-
-@dataclass(frozen=True)
-class QueryBench:
-    summary: LatencySummary
-    floor: Floor
-    load: LoadResult
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the server's data here; a later run with the same users, memories and seed reuses the load",
+    )
 
 
 def query_requests(
@@ -168,14 +164,22 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"starting an in-process server and loading {args.users} x {args.memories_per_user} memories", flush=True)
-    bench = BenchServer.start()
+    marker = {"users": args.users, "memories_per_user": args.memories_per_user, "seed": args.seed}
+    marker_path = args.data_dir / "bench-load.json" if args.data_dir else None
+    reuse = marker_path is not None and marker_path.exists() and json.loads(marker_path.read_text()) == marker
+    print(f"starting an in-process server with {args.users} x {args.memories_per_user} memories", flush=True)
+    bench = BenchServer.start(args.data_dir)
     try:
         users = user_ids(args.users)
-        load = load_memories(
-            bench.address, bench.api_key, users, args.memories_per_user, batch=args.write_batch, seed=args.seed
-        )
-        print(f"  loaded {load.memories} memories in {load.seconds:.1f} s ({load.rate:.0f}/s)", flush=True)
+        if reuse:
+            print(f"  reusing the memories loaded in {args.data_dir}", flush=True)
+        else:
+            load = load_memories(
+                bench.address, bench.api_key, users, args.memories_per_user, batch=args.write_batch, seed=args.seed
+            )
+            print(f"  loaded {load.memories} memories in {load.seconds:.1f} s ({load.rate:.0f}/s)", flush=True)
+            if marker_path is not None:
+                marker_path.write_text(json.dumps(marker))
         bench.settle()
         summary, floor = measure(
             bench,
