@@ -98,16 +98,29 @@ class MemoryServer:
             await self.health.set(name, status)
 
     async def _watch_dependencies(self, interval_s: float = 5.0) -> None:
-        """Readiness follows the store and the index: NOT_SERVING while either cannot answer."""
+        """Readiness follows the record store: NOT_SERVING while the source of truth cannot answer.
+
+        The vector index is probed too (which also drives its reconnection) but does not decide
+        readiness: without it writes are still acknowledged and queries answer lexically, flagged
+        degraded, so a shared Milvus outage must not take every replica out of its Service.
+        """
         serving = True
+        index_up = True
         while True:
             await asyncio.sleep(interval_s)
             try:
                 await self.components.store.ping()
-                await self.components.index.ping()
                 ok = True
             except MemsvcError:
                 ok = False
+            try:
+                await self.components.index.ping()
+                up = True
+            except MemsvcError:
+                up = False
+            if up != index_up:
+                index_up = up
+                log.warning("vector index %s", "recovered" if up else "unavailable: queries degrade to lexical")
             if ok != serving:
                 serving = ok
                 log.warning("dependencies %s", "recovered" if ok else "unavailable: not serving")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.conftest import RunningServer, ServerFactory
 from tests.fault.support import LiteIndexOutage, add, failure, namespace, query, retry_delay_s, wait_until
@@ -28,6 +31,11 @@ def outage_server(server_factory: ServerFactory, **overrides: object) -> tuple[R
         **overrides,
     )
     return s, LiteIndexOutage(s.components.settings.data_dir / "milvus.db")
+
+
+def readiness(s: RunningServer) -> int:
+    request = health_pb2.HealthCheckRequest(service="memsvc.v1.QueryService")
+    return int(health_pb2_grpc.HealthStub(s.channel).Check(request, timeout=5).status)
 
 
 def found(s: RunningServer, user: str, content: str, memory_id: str) -> bool:
@@ -57,6 +65,9 @@ def test_writes_survive_an_index_outage_and_the_reconciler_restores_every_vector
         assert any("dense" in note and "unavailable" in note for note in reply.report.notes), reply.report.notes
         assert reply.memories and reply.memories[0].memory.id == target_id
         assert {r.memory.user_id for r in reply.memories} == {"omar"}
+        # The replica stays in its Service: it still serves, degraded (readiness follows the store).
+        time.sleep(1.0)
+        assert readiness(s) == health_pb2.HealthCheckResponse.SERVING
     finally:
         outage.restore()
 
