@@ -518,6 +518,25 @@ def test_stale_data_keys_page_in_order_and_rewrap_is_compare_and_set(s: Store) -
     assert ALICE.digest not in [k.key.namespace_digest for k in s(s.store.stale_data_keys(2, ("", 0), 10))]
 
 
+# -- replicas racing for the maintenance lease -------------------------------------------------
+
+
+def test_one_of_many_replicas_racing_for_the_lease_wins(s: Store) -> None:
+    now = time.time()
+
+    async def race() -> list[bool]:
+        return list(
+            await asyncio.gather(*(s.store.acquire_lease("maintenance", f"replica-{i}", now, 60) for i in range(8)))
+        )
+
+    won = s(race())
+    assert won.count(True) == 1
+    winner = f"replica-{won.index(True)}"
+    assert s(s.store.acquire_lease("maintenance", winner, now + 1, 60))  # renewal
+    assert not s(s.store.acquire_lease("maintenance", "late", now + 1, 60))
+    assert s(s.store.acquire_lease("maintenance", "late", now + 62, 60))  # after expiry
+
+
 # -- outages (PostgreSQL) ---------------------------------------------------------------------
 
 
