@@ -31,6 +31,29 @@ KINDS = ("MEMORY_KIND_FACT", "MEMORY_KIND_PREFERENCE", "MEMORY_KIND_EPISODE", "M
 QUERY_MODES = ("direct", "multi_query", "fusion", "applicability", "agent", "auto")
 
 
+def machine() -> dict[str, Any]:
+    """What the numbers ran on, and how busy it was (other processes share the cores)."""
+    cpu = ""
+    memory_gib = 0.0
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": memory_gib,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
 

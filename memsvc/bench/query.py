@@ -17,6 +17,7 @@ from memsvc.bench.harness import (
     LatencySummary,
     drive_queries,
     load_memories,
+    machine,
     measure_floor,
     user_ids,
 )
@@ -135,6 +136,7 @@ def report(
             "fetch_p50": round(floor.fetch_p50_ms, 3),
             "samples": floor.samples,
         },
+        "machine": machine(),
     }
 
 

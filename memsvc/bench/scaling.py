@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.harness import BenchServer, LatencySummary, load_memories, user_ids
+from memsvc.bench.harness import BenchServer, LatencySummary, load_memories, machine, user_ids
 
 
 def _ints(text: str) -> list[int]:
@@ -44,6 +44,7 @@ def _point(curve: str, users: int, per_user: int, summary: LatencySummary, load_
         "queries": summary.count,
         "errors": summary.errors,
         "load_s": round(load_s, 1),
+        "load_avg_1m": machine()["load_avg_1m"],
     }
 
 

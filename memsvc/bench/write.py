@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.harness import BenchServer, load_memories, user_ids
+from memsvc.bench.harness import BenchServer, load_memories, machine, user_ids
 from memsvc.bench.synthetic import memory_texts
 
 
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         "memories_per_user": args.memories_per_user,
         "batch": args.batch,
         "concurrency": args.concurrency,
+        "machine": machine(),
     }
     print(
         f"write | {args.users} users x {args.memories_per_user} memories | batch {args.batch} | "
