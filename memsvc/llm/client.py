@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Time kept back from the RPC deadline for the searches that follow a failed LLM call.
-_RESERVE_S = 0.3
-_RESERVE_FRACTION = 0.25
+_RESERVE_S = 0.5
+_RESERVE_FRACTION = 0.4
 _MIN_CALL_S = 0.05
 
 

@@ -119,9 +119,14 @@ class Applicability:
         offline = analyse_offline(request.query, recent_texts(request), now)
         with stage_span(self._pipeline.tracer, report, "need_detection"):
             got = await self._llm.ask(
-                "needs", report, deadline, _needs_shape, max_tokens=300, message=request.query,
+                "needs",
+                report,
+                deadline,
+                _needs_shape,
+                max_tokens=300,
+                message=request.query,
                 recent=recent_block(request),
-            )  # fmt: skip
+            )
         analysis = offline
         if got is not None:
             needs = NeedReport(

@@ -13,6 +13,8 @@ from memsvc.pipeline.query import QueryOutcome, QueryPipeline
 from memsvc.pipeline.recall import Candidate
 
 RRF_K = 60
+# Weight of a generated query's ranks against the original query's (1.0) in the consensus.
+GENERATED_WEIGHT = 0.6
 
 
 class Strategy(Protocol):
@@ -27,22 +29,36 @@ class Strategy(Protocol):
 
 @dataclass
 class Evidence:
-    """Candidates gathered over several searches, merged by memory id, with the queries that found each."""
+    """Candidates gathered over several searches, merged by memory id, with the queries that found each.
+
+    A memory found by several searches keeps the best of what each channel said about it (max
+    similarity, best ranks); its fused relevance is the weighted Reciprocal Rank Fusion of its
+    ranks across the searches, so agreement between queries counts and a generated query's
+    first hit does not outrank the original query's by default.
+    """
 
     candidates: dict[str, Candidate] = field(default_factory=dict)
     matched: dict[str, list[str]] = field(default_factory=dict)
+    consensus: dict[str, float] = field(default_factory=dict)
 
-    def add(self, query: str, found: Iterable[Candidate]) -> None:
-        for c in found:
+    def add(self, query: str, found: Sequence[Candidate], weight: float = 1.0, first_rank: int = 1) -> None:
+        for rank, c in enumerate(found, start=first_rank):
             have = self.candidates.get(c.memory_id)
             self.candidates[c.memory_id] = c if have is None else best_of(have, c)
+            self.consensus[c.memory_id] = self.consensus.get(c.memory_id, 0.0) + weight / (RRF_K + rank)
             queries = self.matched.setdefault(c.memory_id, [])
             if query not in queries:
                 queries.append(query)
 
     def ranked(self) -> list[Candidate]:
-        """Best first: by fused score when the channels were fused, else by similarity."""
-        return sorted(self.candidates.values(), key=lambda c: (-c.fused, -c.similarity, c.memory_id))
+        """Best first by weighted RRF; each candidate's `fused` is that consensus score.
+
+        With a single search there is nothing to reconcile: candidates keep the pipeline's own fusion.
+        """
+        if len({q for qs in self.matched.values() for q in qs}) <= 1:
+            return sorted(self.candidates.values(), key=lambda c: (-c.fused, -c.similarity, c.memory_id))
+        out = [replace(c, fused=self.consensus[i]) for i, c in self.candidates.items()]
+        return sorted(out, key=lambda c: (-c.fused, -c.similarity, c.memory_id))
 
 
 def best_of(a: Candidate, b: Candidate) -> Candidate:

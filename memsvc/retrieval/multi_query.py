@@ -10,7 +10,7 @@ from memsvc.llm.heuristics import is_trivial, synthesize_questions
 from memsvc.llm.parse import string_list
 from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
 from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, search_all
+from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, recent_block, recent_texts, search_all
 
 
 class MultiQuery:
@@ -54,15 +54,17 @@ class MultiQuery:
         if cached is not None:
             return cached
         queries = distinct_queries([plan.query, *await self.synthesize(request, report, deadline)])
-        results = await search_all(self._pipeline, plan, queries, report, deadline, max(self._per_query, plan.limit))
+        depth = max(self._per_query, plan.limit)
+        results = await search_all(self._pipeline, plan, queries, report, deadline, depth)
+        # Seed 000: each query contributes its top results; the union is ranked by consensus and
+        # topped up from deeper ranks when overlapping queries leave fewer than the limit.
         evidence = Evidence()
-        for q, found in zip(queries, results, strict=True):
-            evidence.add(q, found[: self._per_query])
-        # Overlapping queries can leave fewer unique memories than the limit: top up round-robin.
-        depth = self._per_query
-        while len(evidence.candidates) < plan.limit and any(len(f) > depth for f in results):
-            for q, found in zip(queries, results, strict=True):
-                if depth < len(found) and len(evidence.candidates) < plan.limit:
-                    evidence.add(q, [found[depth]])
-            depth += 1
+        for i, (q, found) in enumerate(zip(queries, results, strict=True)):
+            evidence.add(q, found[: self._per_query], 1.0 if i == 0 else GENERATED_WEIGHT)
+        rank = self._per_query
+        while len(evidence.candidates) < plan.limit and any(len(f) > rank for f in results):
+            for i, (q, found) in enumerate(zip(queries, results, strict=True)):
+                if rank < len(found) and len(evidence.candidates) < plan.limit:
+                    evidence.add(q, [found[rank]], 1.0 if i == 0 else GENERATED_WEIGHT, first_rank=rank + 1)
+            rank += 1
         return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)

@@ -88,6 +88,8 @@ class Retrieval:
             strategy = self._strategies.get(mode)
             if strategy is None:
                 raise InvalidArgument.field("mode", f"unknown mode {mode}")
+            if not self._llm.configured:
+                notes.append("llm: no endpoint configured, offline heuristics")
             report = QueryReport(mode=mode, notes=notes)
             outcome = await strategy.run(principal, request, deadline, report)
         if request.context_window > 0:

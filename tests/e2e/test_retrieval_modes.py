@@ -151,6 +151,7 @@ def test_every_mode_answers_offline(server: RunningServer, mode: int, name: int)
     report = response.report
     assert report.mode == name
     assert report.llm_calls == 0
+    assert "llm: no endpoint configured, offline heuristics" in report.notes
     assert report.searches >= 1
     assert report.queries[0] == "What should I get my wife for her birthday?"
     contents = [m.memory.content for m in response.memories]
@@ -191,9 +192,8 @@ def test_fusion_additional_queries_bypass_generation(server: RunningServer) -> N
         additional_queries=["what does Ana like", "orchids greenhouse"],
     )
     assert list(response.report.queries) == ["gift ideas", "what does Ana like", "orchids greenhouse"]
-    top = response.memories[0]
-    assert "orchids" in top.memory.content
-    assert set(top.matched_queries) >= {"what does Ana like", "orchids greenhouse"}
+    orchids = next(m for m in response.memories[:2] if "orchids" in m.memory.content)
+    assert set(orchids.matched_queries) >= {"what does Ana like", "orchids greenhouse"}
 
 
 def test_applicability_finds_the_assistants_own_advice_and_composes_context(server: RunningServer) -> None:
@@ -340,8 +340,10 @@ def test_fusion_uses_the_llm_variations_and_counts_tokens(server_factory: Server
     assert report.llm_calls == 1
     assert report.input_tokens == 100 and report.output_tokens == 20
     assert report.llm_time_ms > 0
-    assert llm.calls[0]["model"] == "scripted"
-    assert "gift ideas for my wife" in llm.calls[0]["messages"][1]["content"]
+    # The write path may call the same endpoint (contradiction checks); find the expansion call.
+    call = next(c for c in llm.calls if "query expansion" in c["messages"][0]["content"])
+    assert call["model"] == "scripted"
+    assert "gift ideas for my wife" in call["messages"][1]["content"]
     assert not report.notes
 
 
@@ -366,7 +368,9 @@ def test_slow_llm_times_out_within_the_deadline(server_factory: ServerFactory, l
     response = query(
         s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AGENT
     )
-    assert time.monotonic() - started < 4.0
+    # Four LLM calls at most (route, three sufficiency checks), each cut off at 0.5 s.
+    assert response.report.llm_time_ms < 4 * 700
+    assert time.monotonic() - started < 8.0
     assert any("timeout after 500 ms" in n for n in response.report.notes)
     assert response.report.selected_tool == "chain_of_query"  # the heuristic router took over
     assert response.memories
@@ -377,8 +381,9 @@ def test_llm_gets_only_the_time_the_rpc_has_left(server_factory: ServerFactory, 
     s = server_factory(llm_base_url=llm.base_url, llm_timeout_s=30.0)
     add(s, "u1", *LIFE)
     started = time.monotonic()
-    response = query(s, "u1", "gift ideas for my wife", mode=MODES.QUERY_MODE_FUSION, timeout=3.0)
-    assert time.monotonic() - started < 3.0
+    response = query(s, "u1", "gift ideas for my wife", mode=MODES.QUERY_MODE_FUSION, timeout=5.0)
+    assert time.monotonic() - started < 5.0
+    assert response.report.llm_time_ms < 3_100  # 60% of the 5 s the RPC had, not the 30 s timeout
     assert any("timeout" in n for n in response.report.notes)
     assert response.memories
 
@@ -392,9 +397,11 @@ def test_agent_chain_with_llm_rewrites(server_factory: ServerFactory, llm: Scrip
     )
 
     def script(system: str, user: str) -> tuple[str, float]:
-        if "route" in system:
+        if "route a memory search" in system:
             return '{"tool": "chain_of_query"}', 0.0
-        return next(judgements), 0.0
+        if "multi-hop memory search" in system:
+            return next(judgements), 0.0
+        return "{}", 0.0
 
     llm.script = script
     s = server_factory(llm_base_url=llm.base_url)
@@ -415,8 +422,10 @@ def test_agent_chain_with_llm_rewrites(server_factory: ServerFactory, llm: Scrip
 
 def test_applicability_uses_llm_scores(server_factory: ServerFactory, llm: ScriptedLlm) -> None:
     def script(system: str, user: str) -> tuple[str, float]:
-        if "analyse" in system:
+        if "analyse a user's message" in system:
             return '{"needs": ["high_stakes"], "sub_queries": ["peanut allergy"], "sparse_hints": []}', 0.0
+        if "judge which stored memories" not in system:
+            return "{}", 0.0
         # Score the candidate that mentions peanuts highest, everything else low.
         lines = [line for line in user.splitlines() if line[:1].isdigit() and ". [" in line]
         scores = [{"id": int(line.split(".")[0]), "score": 0.95 if "peanut" in line else 0.05} for line in lines]
