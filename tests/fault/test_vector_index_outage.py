@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.conftest import RunningServer, ServerFactory
+from tests.e2e.processes import MilvusLiteServer
 from tests.fault.support import LiteIndexOutage, add, failure, namespace, query, retry_delay_s, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -99,3 +103,37 @@ def test_without_a_lexical_channel_an_index_outage_is_unavailable_with_retry_inf
         outage.restore()
     wait_until(lambda: s.run(s.components.store.count_pending_index()) == 0, 30, "rows re-indexed")
     assert found(s, "pia", fact("pia", 1), memory.id)
+
+
+def test_a_killed_milvus_server_process_is_reconnected_and_reconciled(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    """The index as its own process (as Milvus is in production): SIGKILL it, restart it later."""
+    milvus = MilvusLiteServer(tmp_path / "milvus-server").start()
+    try:
+        s = server_factory(
+            milvus_uri=milvus.uri,
+            reconcile_interval_s=0.3,
+            reconcile_min_age_s=0.0,
+            milvus_reconnect_backoff_s=0.2,
+            milvus_reconnect_backoff_max_s=0.5,
+        )
+        (first,) = add(s, "yan", fact("yan", 0))
+        assert milvus.process is not None
+        os.kill(milvus.process.pid, signal.SIGKILL)
+        milvus.process.wait(10)
+        acknowledged = {first.id: first.content}
+        for i in range(1, 6):
+            (memory,) = add(s, "yan", fact("yan", i))
+            acknowledged[memory.id] = memory.content
+        reply = query(s, "yan", fact("yan", 3))
+        assert reply.report.degraded and reply.memories[0].memory.content == fact("yan", 3)
+
+        milvus = MilvusLiteServer(milvus.data_dir, port=milvus.port).start()  # same address, same data
+        wait_until(lambda: s.run(s.components.store.count_pending_index()) == 0, 60, "rows re-indexed")
+        assert s.run(s.components.index.count(namespace("yan"))) == len(acknowledged)
+        for memory_id, content in acknowledged.items():
+            assert found(s, "yan", content, memory_id), content
+        assert not query(s, "yan", fact("yan", 2)).report.degraded
+    finally:
+        milvus.stop()
