@@ -50,6 +50,10 @@ class Evidence:
             if query not in queries:
                 queries.append(query)
 
+    def best(self) -> list[Candidate]:
+        """Best first by each memory's best single-search score (seed 001: highest score wins)."""
+        return sorted(self.candidates.values(), key=lambda c: (-c.fused, -c.similarity, c.memory_id))
+
     def ranked(self) -> list[Candidate]:
         """Best first by weighted RRF; each candidate's `fused` is that consensus score.
 

@@ -10,7 +10,7 @@ from memsvc.llm.heuristics import variations
 from memsvc.llm.parse import string_list
 from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
 from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, search_all
+from memsvc.retrieval.base import Evidence, distinct_queries, search_all
 
 
 class Fusion:
@@ -52,11 +52,6 @@ class Fusion:
         queries = distinct_queries([plan.query, *await self.expand(request, report, deadline)])
         results = await search_all(self._pipeline, plan, queries, report, deadline)
         evidence = Evidence()
-        for i, (q, found) in enumerate(zip(queries, results, strict=True)):
-            # The caller's own variations count as much as the original query.
-            # Generated variations add their head only: deep ranks of a looser query are mostly noise.
-            if i == 0 or request.additional_queries:
-                evidence.add(q, found)
-            else:
-                evidence.add(q, found[: plan.limit], GENERATED_WEIGHT)
-        return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)
+        for q, found in zip(queries, results, strict=True):
+            evidence.add(q, found)
+        return await self._pipeline.finish(plan, evidence.best(), report, deadline, slot, matched=evidence.matched)

@@ -439,3 +439,17 @@ def test_applicability_uses_llm_scores(server_factory: ServerFactory, llm: Scrip
     assert "peanut allergy" in response.report.queries
     assert response.report.llm_calls == 2
     assert "by LLM" in response.explanation
+
+
+def test_modes_use_the_result_cache_and_still_compose_and_expand(server: RunningServer) -> None:
+    add(server, "u1", *[{"content": c, "session_id": "s1"} for c in LIFE])
+    ask = {"mode": MODES.QUERY_MODE_APPLICABILITY, "limit": 2, "context_window": 1}
+    first = query(server, "u1", "What should I get my wife for her birthday?", **ask)
+    second = query(server, "u1", "What should I get my wife for her birthday?", **ask)
+    assert not first.report.cache_hit and second.report.cache_hit
+    assert second.report.searches == 0
+    assert [m.memory.id for m in second.memories] == [m.memory.id for m in first.memories]
+    assert [m.context_neighbor for m in second.memories] == [m.context_neighbor for m in first.memories]
+    assert any(m.context_neighbor for m in second.memories)
+    assert second.context == first.context != ""
+    assert list(second.memories[0].matched_queries) == list(first.memories[0].matched_queries)
