@@ -49,6 +49,7 @@ from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
 from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
+from memsvc.stores.caches.sealed import SealedResultCache
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
@@ -215,6 +216,8 @@ async def build_components(
     )
     cipher = EnvelopeCipher(ring, store)
     result_cache, embedding_cache, redis_guard = build_caches(settings)
+    # Cached results carry the caller's query texts; they stay sealed in memory and in Redis.
+    result_cache = SealedResultCache(result_cache, ring.derive("result-cache"))
     metrics = build_metrics(
         settings.service_name, settings.metrics_listen, store.count_pending_index, settings.index_lag_sample_interval_s
     )

@@ -96,11 +96,10 @@ def test_no_plaintext_at_rest_in_rows_files_logs_spans_or_caches(
     assert len(listed.memories) == 2
     components = server.components
 
-    # Caches (in-process): ids, scores and vectors, never memory content. (The query text is a
-    # known gap: test_query_text_is_not_held_in_result_caches.)
+    # Caches (in-process): ids, scores, vectors and sealed texts only.
     for cache in (components.pipeline, components.writes):
         cached = "\n".join(_strings(cache))
-        for canary in (CONTENT_CANARY, META_CANARY, UPDATE_CANARY):
+        for canary in CANARIES:
             assert canary not in cached, f"{canary} is held in memory by {type(cache).__name__}"
     # Spans: every attribute and event of every span.
     span_text = "\n".join(
@@ -382,19 +381,21 @@ def test_no_plaintext_in_the_shared_redis_caches(server_factory: ServerFactory) 
             blob = b"\n".join(values)
         finally:
             client.close()
-        for canary in (CONTENT_CANARY, META_CANARY):  # the query text: see the xfail below
+        for canary in CANARIES:
             at = blob.find(canary.encode())
             assert at < 0, f"{canary} in Redis: {blob[max(0, at - 300) : at + 100]!r}"
 
 
-@pytest.mark.xfail(
-    reason="result caches keep each hit's matched_queries, i.e. the caller's query text, in plaintext "
-    "(CachedHit, in-process and Redis); they should hold ids and scores only, or seal the texts",
-    strict=True,
-)
-def test_query_text_is_not_held_in_result_caches(server: RunningServer) -> None:
+def test_query_text_is_sealed_in_result_caches_and_served_back(server: RunningServer) -> None:
     add(server, server.api_key, "kim", "Kim's bike lock combination is 2468")
-    for _ in range(2):
-        found = query(server, server.api_key, "kim", f"bike lock {QUERY_CANARY}", filter=everything())
-    assert found.report.cache_hit
+    text = f"bike lock {QUERY_CANARY}"
+    first = query(server, server.api_key, "kim", text, filter=everything(), additional_queries=["lock code"])
+    second = query(server, server.api_key, "kim", text, filter=everything(), additional_queries=["lock code"])
+    assert second.report.cache_hit and not first.report.cache_hit
+    assert any(QUERY_CANARY in q for m in first.memories for q in m.matched_queries)
+    # A cache hit answers exactly what the fresh query did, texts included.
+    assert [(m.memory.id, list(m.matched_queries)) for m in second.memories] == [
+        (m.memory.id, list(m.matched_queries)) for m in first.memories
+    ]
+    assert second.explanation == first.explanation
     assert QUERY_CANARY not in "\n".join(_strings(server.components.pipeline))
