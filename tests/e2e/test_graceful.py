@@ -130,3 +130,16 @@ def test_sigterm_drains_in_flight_calls_and_refuses_new_ones(tmp_path: Path) -> 
             assert replica.process.wait(30) == 0
         finally:
             replica.stop()
+
+
+def test_queries_and_writes_work_while_redis_is_down(server_factory: ServerFactory) -> None:
+    server = server_factory(redis_url="redis://127.0.0.1:1/0", redis_timeout_s=0.2)
+    request = write_service_pb2.AddMemoriesRequest(
+        user_id="alice", memories=[write_service_pb2.NewMemory(content="Alice keeps bees in her garden")]
+    )
+    stored = server.writes.AddMemories(request, metadata=server.md, timeout=10).memories[0]
+    query = query_service_pb2.QueryRequest(user_id="alice", query="who keeps bees?")
+    for _ in range(2):  # the caches miss (never hit, never fail) instead of failing the query
+        response = server.queries.Query(query, metadata=server.md, timeout=10)
+        assert [m.memory.id for m in response.memories] == [stored.id]
+        assert not response.report.cache_hit
