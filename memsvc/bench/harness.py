@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from memsvc.bench.synthetic import memory_texts
 
@@ -78,6 +80,27 @@ class LoopThread:
         self._thread.join(5)
 
 
+class RpcTimes(SpanProcessor):
+    """Server-side durations of Query RPCs, from their spans: the client's latency minus these is
+    the transport (gRPC, the client, scheduling)."""
+
+    def __init__(self) -> None:
+        self.query_ms: list[float] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.name.endswith("/Query") and span.start_time is not None and span.end_time is not None:
+            self.query_ms.append((span.end_time - span.start_time) / 1e6)
+
+    def shutdown(self) -> None:
+        return
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
 @dataclass
 class BenchServer:
     """A real memsvc server (embedded default) on a free port in a temporary data directory."""
@@ -89,6 +112,7 @@ class BenchServer:
     api_key: str
     data_dir: Path
     owns_data_dir: bool
+    rpc_times: RpcTimes
 
     @classmethod
     def start(cls, data_dir: Path | None = None, **overrides: Any) -> BenchServer:
@@ -105,7 +129,8 @@ class BenchServer:
         values.update(overrides)
         settings = Settings(**values)
         loop = LoopThread()
-        components = loop.run(build_components(settings))
+        rpc_times = RpcTimes()
+        components = loop.run(build_components(settings, span_processor=rpc_times))
 
         async def make_server() -> MemoryServer:
             return MemoryServer(components)  # grpc.aio binds the server to the running loop
@@ -113,7 +138,7 @@ class BenchServer:
         server = loop.run(make_server())
         port = loop.run(server.start("127.0.0.1:0"))
         key = loop.run(components.keys.create("bench", "default", "development", frozenset(Permission))).token
-        return cls(loop, components, server, f"127.0.0.1:{port}", key, directory, owns)
+        return cls(loop, components, server, f"127.0.0.1:{port}", key, directory, owns, rpc_times)
 
     def stop(self) -> None:
         self.loop.run(self.server.stop(0))
@@ -291,6 +316,7 @@ class LatencySummary:
     stages_ms: dict[str, float]
     count: int
     errors: dict[str, int]
+    server_p50_ms: float = 0.0
 
     @classmethod
     def of(cls, result: DriveResult) -> LatencySummary:
