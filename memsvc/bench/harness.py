@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -54,6 +55,12 @@ def machine() -> dict[str, Any]:
         "memory_gib": memory_gib,
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def process_cpu_s() -> float:
+    """User and system CPU seconds of this process, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -317,6 +324,7 @@ class LatencySummary:
     count: int
     errors: dict[str, int]
     server_p50_ms: float = 0.0
+    server_cpu_ms_per_query: float = 0.0
 
     @classmethod
     def of(cls, result: DriveResult) -> LatencySummary:

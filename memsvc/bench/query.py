@@ -21,6 +21,7 @@ from memsvc.bench.harness import (
     machine,
     measure_floor,
     percentile,
+    process_cpu_s,
     user_ids,
 )
 from memsvc.bench.synthetic import unique_queries
@@ -89,6 +90,7 @@ def measure(
     """Drive queries over `users` already loaded, then measure the floor on fresh texts."""
     warmup, measured = query_requests(users, queries, embedding_cache, seed)
     bench.rpc_times.query_ms.clear()
+    cpu_before = process_cpu_s()
     result = drive_queries(
         bench.address,
         bench.api_key,
@@ -101,7 +103,13 @@ def measure(
     )
     # Server-side time of the measured calls (the warm-up calls come first).
     server_ms = bench.rpc_times.query_ms[len(warmup) :]
-    summary = replace(LatencySummary.of(result), server_p50_ms=percentile(server_ms, 50))
+    cpu_s = process_cpu_s() - cpu_before
+    summary = LatencySummary.of(result)
+    summary = replace(
+        summary,
+        server_p50_ms=percentile(server_ms, 50),
+        server_cpu_ms_per_query=cpu_s * 1000 / summary.count if summary.count else 0.0,
+    )
     rng = random.Random(seed + 1)
     floor_texts = itertools.islice(unique_queries(seed + 1_000), floor_samples)
     pairs = [(rng.choice(users), t) for t in floor_texts]
@@ -129,6 +137,9 @@ def report(
         "ratio_p50": round(summary.p50_ms / floor.p50_ms, 3) if floor.p50_ms > 0 else None,
         "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
         "server_p50_ms": round(summary.server_p50_ms, 3),
+        # CPU seconds the server process spent per query (all its threads): unlike latency, this
+        # does not grow when other processes share the cores.
+        "server_cpu_ms_per_query": round(summary.server_cpu_ms_per_query, 3),
         "users": users,
         "memories_per_user": memories_per_user,
         "concurrency": concurrency,
@@ -162,7 +173,9 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
     ordered = [s for s in STAGES if s in stages] + [s for s in stages if s not in STAGES]
     print("  stages p50  " + "  ".join(f"{s} {stages[s]:.2f}" for s in ordered) + " (ms)", file=out)
     print(
-        f"  server-side p50 {data['server_p50_ms']:.2f} ms (the Query span; the rest is gRPC and the client)", file=out
+        f"  server-side p50 {data['server_p50_ms']:.2f} ms (the Query span; the rest is gRPC and the client); "
+        f"server CPU {data['server_cpu_ms_per_query']:.2f} ms per query",
+        file=out,
     )
     f = data["floor_ms"]
     print(
