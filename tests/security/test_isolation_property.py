@@ -205,6 +205,13 @@ class World:
                 self.check_failure(ns, failure_of(error), "Query")
                 continue
             self.check_memories(ns, [r.memory for r in found.memories], "Query")
+            # The index itself stays in the namespace: hydration drops foreign ids too (a second
+            # line of defence), so count what recall handed over, not only what came back.
+            own = len(self.ids.get(ns, ()))
+            assert found.report.candidates_recalled <= own * max(1, found.report.searches), (
+                f"recall returned {found.report.candidates_recalled} candidates in {found.report.searches} searches "
+                f"for a namespace of {own} memories"
+            )
         listing = write_service_pb2.ListMemoriesRequest(user_id=ns[2], filter=memory_filter)
         self.calls += 1
         try:
