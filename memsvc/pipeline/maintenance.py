@@ -236,6 +236,7 @@ class Maintenance:
             contents = [(await open_memory(self._cipher, row)).content for row in group]
             vectors = await self._embedder.embed(contents)
             await self._writes.index_rows(namespace, list(zip(group, vectors, strict=True)))
+            await self._writes.invalidate(namespace)
 
     # -- the in-process scheduler (embedded default) -------------------------------------------
 

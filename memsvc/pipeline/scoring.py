@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from memsvc.domain.models import MemoryKind, Role
+from memsvc.pipeline.facts import extract_claims
 
 _SMALL_TALK = re.compile(
     r"^\s*(hi|hey|hello|thanks|thank you|ok|okay|cool|nice|great|bye|good (morning|night|evening)|lol|sure)\b[\s!.?]*$",
@@ -21,6 +22,12 @@ _DATE = re.compile(
     re.I,
 )
 _NUMBER = re.compile(r"\b\d+([.,]\d+)?\b")
+# Health and safety: forgetting these can hurt, so they matter most.
+_SAFETY = re.compile(
+    r"\b(allerg(y|ic|ies)|intoleran(t|ce)|medication|diagnos(ed|is)|asthma|diabet(es|ic)|epilep(sy|tic)|"
+    r"pregnan(t|cy)|disabilit(y|ies)|emergency contact|blood type)\b",
+    re.I,
+)
 _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 
 _KIND_BASE = {
@@ -56,6 +63,13 @@ def estimate_importance(content: str, role: Role, kind: MemoryKind) -> Estimate:
     if role is Role.ASSISTANT and _RECOMMEND.search(content):
         value += 0.1
         reasons.append("assistant recommendation")
+    if _SAFETY.search(content):
+        value += 0.2
+        reasons.append("health or safety")
+    personal = sorted({c.attribute for c in extract_claims(content) if c.subject == "user"})
+    if personal:
+        value += 0.05
+        reasons.append(f"a personal fact ({', '.join(personal[:2])})")
     return Estimate(round(min(1.0, value), 3), ", ".join(reasons))
 
 

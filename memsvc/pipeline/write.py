@@ -7,6 +7,7 @@ job, so an acknowledged write is never lost.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -85,6 +86,10 @@ class Page:
     next_page_token: str
 
 
+async def _no_review() -> Review:
+    return Review()
+
+
 def _require(principal: Principal, permission: Permission) -> None:
     if not principal.allows(permission):
         raise PermissionDenied(f"this API key lacks the {permission.value} permission")
@@ -145,16 +150,23 @@ class WritePath:
         batch: list[tuple[Memory, Any]] = []  # this call's new memories, for repeats within the call
         repeats: list[tuple[int, int, str]] = []  # (item, pending row it repeats, why)
         confirmed_any = False
-        for i, (item, vector) in enumerate(zip(items, vectors, strict=True)):
+        # Each item against the stored memories, concurrently; then in order against each other.
+        reviews = await asyncio.gather(
+            *(
+                self._review.review(namespace, item.content, vector, deadline)
+                if self._review is not None and item.idempotency_key not in replayed
+                else _no_review()
+                for item, vector in zip(items, vectors, strict=True)
+            )
+        )
+        for i, (item, vector, review) in enumerate(zip(items, vectors, reviews, strict=True)):
             if item.idempotency_key in replayed:
                 memory = await open_memory(self._cipher, replayed[item.idempotency_key])
                 results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
                 continue
-            review, local = Review(), Review()
-            if self._review is not None:
-                review = await self._review.review(namespace, item.content, vector, deadline)
-                if review.duplicate_of is None:
-                    local = await self._review.review_batch(item.content, vector, batch, deadline)
+            local = Review()
+            if self._review is not None and review.duplicate_of is None:
+                local = await self._review.review_batch(item.content, vector, batch, deadline)
             if review.duplicate_of is not None:
                 confirmed = await self._confirm(principal, review.duplicate_of, review.duplicate_reason, now, deadline)
                 if confirmed is not None:
@@ -330,6 +342,10 @@ class WritePath:
     ) -> None:
         """Index stored rows (postings and vectors); the reconciler finishes if this fails."""
         await self._index_rows(namespace, rows, texts)
+
+    async def invalidate(self, namespace: Namespace) -> None:
+        """Drop cached query results of a namespace whose rows changed outside a write RPC."""
+        await self._cache.invalidate(namespace)
 
     async def _index_rows(
         self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from memsvc.domain.models import Memory, Namespace, Tier
+from memsvc.domain.models import Memory, MemoryKind, Namespace, Role, Tier
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.lifecycle import LlmDetector, RuleDetector
 from memsvc.pipeline.maintenance import MaintenancePolicy, decay_of, percentile, tier_of
+from memsvc.pipeline.scoring import estimate_importance
 from memsvc.pipeline.usage import usage_signal
 
 DAY_S = 86_400.0
@@ -97,3 +98,13 @@ def test_the_llm_detector_falls_back_to_rules(reply: Any) -> None:
         LlmDetector(FakeAsk(reply)).contradicted("I moved to Berlin", [memory("I live in Lisbon")], Deadline(None))
     )
     assert [c.memory.content for c in found] == ["I live in Lisbon"]
+
+
+def test_importance_rises_for_health_and_personal_facts_and_says_why() -> None:
+    plain = estimate_importance("The meeting room has a green sofa", Role.USER, MemoryKind.FACT)
+    allergy = estimate_importance("I am allergic to penicillin", Role.USER, MemoryKind.FACT)
+    moved = estimate_importance("I moved to Berlin in March", Role.USER, MemoryKind.FACT)
+    assert allergy.value > moved.value > plain.value
+    assert "health or safety" in allergy.reason
+    assert "personal fact (residence)" in moved.reason
+    assert estimate_importance("ok thanks", Role.USER, MemoryKind.FACT).reason == "small talk"
