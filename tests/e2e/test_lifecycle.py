@@ -15,6 +15,7 @@ import pytest
 from memsvc import cli
 from memsvc.domain.models import Namespace
 from memsvc.pipeline.maintenance import Maintenance, MaintenanceReport
+from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
 
@@ -237,9 +238,12 @@ def test_the_maintenance_job_is_idempotent_and_safe_on_two_replicas(server: Runn
     components = server.components
     assert components.maintenance is not None
 
-    def replica(holder: str) -> Maintenance:
+    # Each replica has its own connections to the one database file, as separate processes would.
+    second_store = SqliteRecordStore(components.settings.sqlite_path)
+
+    def replica(holder: str, own_store: bool = False) -> Maintenance:
         return Maintenance(
-            store=components.store,
+            store=second_store if own_store else components.store,
             writes=components.writes,
             embedder=components.embedder,
             cipher=components.cipher,
@@ -251,18 +255,20 @@ def test_the_maintenance_job_is_idempotent_and_safe_on_two_replicas(server: Runn
         return list(await asyncio.gather(a.run_once(at), b.run_once(at)))
 
     # Two replicas at once: one holds the lease, the other stands down.
-    reports = server.run(both(replica("replica-a"), replica("replica-b"), now + 40 * DAY_S))
+    reports = server.run(both(replica("replica-a"), replica("replica-b", own_store=True), now + 40 * DAY_S))
     assert sorted(r.ran for r in reports) == [False, True]
     assert sum(r.moved for r in reports) == len(ids)
 
     # Even without the lease (both claim to be the same holder), compare-and-set on the row
     # revision applies each change once.
-    reports = server.run(both(replica("same"), replica("same"), now + 80 * DAY_S))
+    reports = server.run(both(replica("same"), replica("same", own_store=True), now + 80 * DAY_S))
     assert all(r.ran for r in reports)
     for memory_id in ids:
         moves = [v for v in history(server, "fay", memory_id) if v.change == memory_pb2.MEMORY_CHANGE_TIER_MOVE]
         assert [v.tier for v in moves] == [memory_pb2.TIER_COLD], memory_id
     decays = {m.id: m.decay for m in listing(server, "fay")}
+
+    server.run(second_store.close())
 
     # Idempotent: a rerun at the same clock changes nothing.
     again = maintain(server, now + 80 * DAY_S)
