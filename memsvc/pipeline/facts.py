@@ -55,6 +55,8 @@ class _Rule:
     # A fixed value (e.g. "married") instead of the captured one.
     value: str = ""
     negative: bool = False
+    # The value must be a name ("I joined Globex", not "I joined a gym").
+    proper: bool = False
 
 
 _RULES: tuple[_Rule, ...] = (
@@ -82,6 +84,7 @@ _RULES: tuple[_Rule, ...] = (
             rf"\b{_SUBJECT} {_NOW}(?:joined|started (?:a new job |working )?at|got a job at|(?:ha(?:ve|s) )?joined) "
             rf"{_VALUE}"
         ),
+        proper=True,
     ),
     _Rule("employer", _rx(rf"\b{_OWNER} employer is {_VALUE}")),
     _Rule("occupation", _rx(rf"\b{_SUBJECT} {_NOW}works? as (?:an? )?{_VALUE}")),
@@ -119,7 +122,20 @@ _OPINION = _rx(
     rf"detest|can't stand|cannot stand|can not stand) {_VALUE}"
 )
 # "my phone number is ...", "my dog is called ...": a generic attribute of the user.
-_GENERIC = _rx(rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?:called |named )?{_NOW}{_VALUE}")
+_GENERIC = _rx(rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?P<naming>called |named )?{_NOW}{_VALUE}")
+# "my X is Y" names a value only for attributes with one value at a time; "my dog is a labrador"
+# and "my dog is called Biscuit" are both true, so descriptions are never compared with names.
+_SINGLE_VALUED = frozenset(
+    """
+    number address email birthday size height weight colour color model plan provider doctor dentist bank
+    school university team club language timezone
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+# Words the patterns catch that say how, not what: "I work from home", "I work at night".
+_NOT_A_VALUE = {
+    "employer": frozenset({"home", "night", "nights", "weekends", "weekend", "remotely", "the moment", "a living"}),
+    "residence": frozenset({"peace", "the moment", "hope", "fear"}),
+}
 _NEGATIVE_VERBS = frozenset({"hate", "hates", "dislike", "dislikes", "detest", "can't stand", "cannot stand"})
 
 
@@ -189,8 +205,10 @@ def extract_claims(text: str) -> list[Claim]:
 def _sentence_claims(sentence: str) -> Iterable[Claim]:
     for rule in _RULES:
         for m in rule.pattern.finditer(sentence):
+            if rule.proper and not m.group("value")[:1].isupper():
+                continue
             value = rule.value or _clean_value(m.group("value"), 1 if rule.attribute == "age" else 4)
-            if not value:
+            if not value or value in _NOT_A_VALUE.get(rule.attribute, ()):
                 continue
             negated = bool(m.groupdict().get("neg")) or rule.negative
             yield Claim(_normalise_subject(m.group("subject")), rule.attribute, value, negated)
@@ -217,7 +235,11 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
         if thing.startswith(("favourite", "favorite", "name", "wife", "husband", "partner", "home", "employer")):
             continue
         value = _clean_value(m.group("value"))
-        if value and len(thing.split()) <= 2:
+        if not value or len(thing.split()) > 2:
+            continue
+        if m.group("naming"):
+            yield Claim(_normalise_subject(m.group("subject")), f"name of {thing}", value)
+        elif thing.split()[-1] in _SINGLE_VALUED and not re.match(r"(?:an?|the) ", m.group("value"), re.I):
             yield Claim(_normalise_subject(m.group("subject")), thing, value)
 
 

@@ -30,7 +30,8 @@ def conflict(old: str, new: str) -> str | None:
         ("My wife is Ana", "My wife is Joana", "partner"),
         ("I am vegetarian", "I am vegan", "diet"),
         ("My sister lives in Lisbon", "My sister moved to Madrid", "residence"),
-        ("My dog is called Biscuit", "My dog is called Pepper", "dog"),
+        ("My dog is called Biscuit", "My dog is called Pepper", "name of dog"),
+        ("My phone number is 555-0100", "My phone number is 555-0199", "phone number"),
     ],
 )
 def test_contradictions_are_found(old: str, new: str, attribute: str) -> None:
@@ -48,6 +49,11 @@ def test_contradictions_are_found(old: str, new: str, attribute: str) -> None:
         ("I like jazz", "I love jazz"),
         ("Dave runs marathons every spring", "Dave ran a marathon in Boston"),
         ("My favourite colour is blue", "My favourite food is ramen"),
+        ("My dog is called Biscuit", "My dog is a labrador"),
+        ("My car is red", "My car is fast"),
+        ("I joined Globex in March", "I joined a gym"),
+        ("I work at Acme Corp", "I work at night"),
+        ("My sister is a nurse", "My sister is an architect"),
     ],
 )
 def test_compatible_statements_do_not_conflict(old: str, new: str) -> None:
