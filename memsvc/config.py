@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # the wait doubles while the outage lasts, up to the maximum.
     milvus_reconnect_backoff_s: float = 1.0
     milvus_reconnect_backoff_max_s: float = 30.0
+    # Longest a single Milvus call (and a connection attempt) may take: a hung Milvus fails the
+    # call, marks the index unavailable and frees the worker instead of holding it.
+    milvus_call_timeout_s: float = 10.0
     # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64

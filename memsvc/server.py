@@ -197,6 +197,7 @@ async def build_components(
             settings.milvus_db_name,
             settings.milvus_server_pem_path,
             settings.milvus_server_name,
+            timeout_s=settings.milvus_call_timeout_s,
         )
 
     milvus = milvus_client()
@@ -213,6 +214,7 @@ async def build_components(
         reconnect=milvus_client,
         reconnect_backoff_s=settings.milvus_reconnect_backoff_s,
         reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,
+        call_timeout_s=settings.milvus_call_timeout_s,
     )
     cipher = EnvelopeCipher(ring, store)
     result_cache, embedding_cache, redis_guard = build_caches(settings)

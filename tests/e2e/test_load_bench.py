@@ -12,16 +12,9 @@ import pytest
 from memsvc.bench.load import Client, Ledger, Plan, marker, verify
 from memsvc.v1 import write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
+from tests.fault.support import MILVUS_LITE_WAL_LEAK
 
-pytestmark = [
-    pytest.mark.e2e,
-    # Milvus Lite (in this process) sometimes drops a WAL file without closing it when sustained
-    # writes rotate its segments; the file is garbage-collected during the test. Only that warning.
-    pytest.mark.filterwarnings("ignore:unclosed file <_io.BufferedWriter name='[^']*/milvus.db/:ResourceWarning"),
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <_io.FileIO name='[^']*/milvus.db/:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = [pytest.mark.e2e, *MILVUS_LITE_WAL_LEAK]
 
 
 def test_a_short_soak_reports_latency_errors_and_no_lost_or_crossed_writes(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from milvus_lite.server_manager import server_manager_instance
@@ -16,6 +17,16 @@ from milvus_lite.server_manager import server_manager_instance
 from memsvc.domain.models import Namespace
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer
+
+# Milvus Lite (in the test process) can drop a WAL file without closing it when its server is
+# released or sustained writes rotate segments; the file is then garbage-collected mid-test.
+# These marks ignore exactly that warning, nothing else.
+MILVUS_LITE_WAL_LEAK = [
+    pytest.mark.filterwarnings("ignore:unclosed file <_io.BufferedWriter name='[^']*/milvus.db/:ResourceWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <_io.FileIO name='[^']*/milvus.db/:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
 
 
 def namespace(user: str) -> Namespace:

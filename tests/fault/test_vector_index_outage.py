@@ -13,9 +13,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.conftest import RunningServer, ServerFactory
 from tests.e2e.processes import MilvusLiteServer
-from tests.fault.support import LiteIndexOutage, add, failure, namespace, query, retry_delay_s, wait_until
+from tests.fault.support import (
+    MILVUS_LITE_WAL_LEAK,
+    LiteIndexOutage,
+    add,
+    failure,
+    namespace,
+    query,
+    retry_delay_s,
+    wait_until,
+)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, *MILVUS_LITE_WAL_LEAK]
 
 # Each content carries a rare word of its own, so a query by content has one right answer.
 WORDS = ["zanzibar", "quokka", "mandolin", "fjord", "origami", "tamarind", "zeppelin", "saffron", "yodel", "kumquat"]
@@ -136,4 +145,43 @@ def test_a_killed_milvus_server_process_is_reconnected_and_reconciled(
             assert found(s, "yan", content, memory_id), content
         assert not query(s, "yan", fact("yan", 2)).report.degraded
     finally:
+        milvus.stop()
+
+
+def test_a_hung_milvus_fails_its_calls_in_time_and_writes_are_still_acknowledged(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    """A frozen index process (SIGSTOP) answers nothing: calls time out, then fail fast, until SIGCONT."""
+    milvus = MilvusLiteServer(tmp_path / "milvus-hung").start()
+    assert milvus.process is not None
+    try:
+        s = server_factory(
+            milvus_uri=milvus.uri,
+            milvus_call_timeout_s=1.0,
+            reconcile_interval_s=0.3,
+            reconcile_min_age_s=0.0,
+            milvus_reconnect_backoff_s=0.2,
+            milvus_reconnect_backoff_max_s=0.5,
+        )
+        (first,) = add(s, "kai", fact("kai", 0))
+        os.kill(milvus.process.pid, signal.SIGSTOP)
+        acknowledged = {first.id: first.content}
+        took: list[float] = []
+        for i in range(1, 6):
+            started = time.monotonic()
+            (memory,) = add(s, "kai", fact("kai", i), timeout_s=15)
+            took.append(time.monotonic() - started)
+            acknowledged[memory.id] = memory.content
+        # The first write waits out the call timeout (and the probe); later ones do not wait at all.
+        assert max(took[1:]) < 1.5, took
+        reply = query(s, "kai", fact("kai", 4), timeout_s=15)
+        assert reply.report.degraded and reply.memories[0].memory.content == fact("kai", 4)
+
+        os.kill(milvus.process.pid, signal.SIGCONT)
+        wait_until(lambda: s.run(s.components.store.count_pending_index()) == 0, 60, "rows re-indexed")
+        for memory_id, content in acknowledged.items():
+            assert found(s, "kai", content, memory_id), content
+        assert not query(s, "kai", fact("kai", 2)).report.degraded
+    finally:
+        os.kill(milvus.process.pid, signal.SIGCONT)
         milvus.stop()

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from grpc import RpcError
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -31,6 +32,9 @@ from memsvc.stores.vectors.base import RecallFilter, Vector, VectorHit, VectorIt
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+# pymilvus wraps most failures in MilvusException but lets a call's own timeout through as the
+# raw grpc error: both mean the index did not answer. (The one grpc import outside api/.)
+_FAILURES = (MilvusException, RpcError)
 
 _MAX_TAGS = 32
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_]")
@@ -82,6 +86,32 @@ class Location:
     namespace_term: str | None
 
 
+class _TimedCalls:
+    """The index's current MilvusClient, every call bounded by the call timeout unless given one.
+
+    Without a timeout a hung Milvus (a frozen process, a silent network) holds a worker thread
+    for as long as the connection lives; with one the call fails, the index is marked broken
+    and later calls fail fast until the reconnection.
+    """
+
+    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close"})
+
+    def __init__(self, index: MilvusVectorIndex) -> None:
+        self._index = index
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._index.client, name)
+        if name in self._UNTIMED or not callable(attr):
+            return attr
+        timeout_s = self._index.call_timeout_s
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", timeout_s)
+            return attr(*args, **kwargs)
+
+        return call
+
+
 class MilvusVectorIndex:
     """VectorIndex on Milvus. Blocking client calls run on a small thread pool."""
 
@@ -102,8 +132,12 @@ class MilvusVectorIndex:
         reconnect_backoff_s: float = 1.0,
         reconnect_backoff_max_s: float = 30.0,
         probe_timeout_s: float = 2.0,
+        call_timeout_s: float | None = None,
     ) -> None:
         self._client = client
+        self.call_timeout_s = call_timeout_s
+        self._api = _TimedCalls(self)
+        self._reconnecting = False
         # Reconnection: after a call finds Milvus unreachable, calls fail fast until the backoff
         # ends; the next call then builds a new client (for Milvus Lite, a new local server).
         self._reconnect = reconnect
@@ -151,7 +185,7 @@ class MilvusVectorIndex:
             client = self._usable_client()
             try:
                 return fn()
-            except MilvusException as exc:
+            except _FAILURES as exc:
                 if not self._reachable(client):
                     self._mark_broken(client)
                 raise Unavailable("the vector index is unavailable", retry_after_s=self._backoff_s) from exc
@@ -164,16 +198,21 @@ class MilvusVectorIndex:
             if self._broken_until is None:
                 return self._client
             wait_s = self._broken_until - time.monotonic()
-            if wait_s > 0 or self._reconnect is None:
+            if wait_s > 0 or self._reconnect is None or self._reconnecting:
                 raise Unavailable("the vector index is unavailable", retry_after_s=max(wait_s, self._backoff_s))
-            try:
-                client = self._reconnect()
-                client.list_collections(timeout=self._probe_timeout_s)
-            except MilvusException as exc:
+            self._reconnecting = True  # one thread reconnects; the others fail fast meanwhile
+        try:
+            client = self._reconnect()
+            client.list_collections(timeout=self._probe_timeout_s)
+        except _FAILURES as exc:
+            with self._client_lock:
+                self._reconnecting = False
                 self._next_backoff_s = min(self._next_backoff_s * 2, self._backoff_max_s)
                 self._broken_until = time.monotonic() + self._next_backoff_s
-                log.warning("vector index still unreachable; next attempt in %.1f s", self._next_backoff_s)
-                raise Unavailable("the vector index is unavailable", retry_after_s=self._next_backoff_s) from exc
+            log.warning("vector index still unreachable; next attempt in %.1f s", self._next_backoff_s)
+            raise Unavailable("the vector index is unavailable", retry_after_s=self._next_backoff_s) from exc
+        with self._client_lock:
+            self._reconnecting = False
             old, self._client = self._client, client
             # A new server (or a restarted Milvus Lite) has nothing loaded: ensure everything again.
             self._ready_collections.clear()
@@ -191,7 +230,7 @@ class MilvusVectorIndex:
         """Tell an outage from a refused request: can the server still list its collections?"""
         try:
             client.list_collections(timeout=self._probe_timeout_s)
-        except MilvusException:
+        except _FAILURES:
             return False
         return True
 
@@ -230,8 +269,8 @@ class MilvusVectorIndex:
         with self._lock:
             if name in self._ready_collections:
                 return
-            if not self._client.has_collection(name):
-                index = self._client.prepare_index_params()
+            if not self._api.has_collection(name):
+                index = self._api.prepare_index_params()
                 if self._embedded:
                     # Milvus Lite searches a user's partition exhaustively; FLAT is exact and fast there.
                     index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
@@ -243,21 +282,21 @@ class MilvusVectorIndex:
                         params={"M": 16, "efConstruction": 200},
                     )
                 properties = {"partitionkey.isolation": True} if with_namespace else {}
-                self._client.create_collection(
+                self._api.create_collection(
                     name, schema=self._schema(with_namespace), index_params=index, properties=properties
                 )
-            self._client.load_collection(name)
+            self._api.load_collection(name)
             self._ready_collections.add(name)
 
     def _ensure_partition_sync(self, collection: str, partition: str) -> None:
         if (collection, partition) in self._ready_partitions:
             return
-        if not self._client.has_partition(collection, partition):
+        if not self._api.has_partition(collection, partition):
             try:
-                self._client.create_partition(collection, partition)
+                self._api.create_partition(collection, partition)
             except MilvusException:
                 # Another writer may have created it in between; only a real absence is an error.
-                if not self._client.has_partition(collection, partition):
+                if not self._api.has_partition(collection, partition):
                     raise
         self._ready_partitions.add((collection, partition))
 
@@ -293,7 +332,7 @@ class MilvusVectorIndex:
             await asyncio.sleep(self._flush_delay_s)
             self._flush_pending.discard(collection)
             try:
-                await self._call(lambda: self._client.flush(collection))
+                await self._call(lambda: self._api.flush(collection))
             except Unavailable:
                 log.warning("flush of %s failed; the next write schedules another", collection)
 
@@ -339,7 +378,7 @@ class MilvusVectorIndex:
 
     async def _upsert_rows(self, location: Location, rows: list[dict[str, Any]]) -> None:
         await self._call(
-            lambda: self._client.upsert(
+            lambda: self._api.upsert(
                 location.collection, rows, **({"partition_name": location.partition} if location.partition else {})
             )
         )
@@ -357,7 +396,7 @@ class MilvusVectorIndex:
         kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
         try:
             result = await self._call(
-                lambda: self._client.search(
+                lambda: self._api.search(
                     location.collection,
                     data=[vector.tolist()],
                     limit=limit,
@@ -378,7 +417,7 @@ class MilvusVectorIndex:
     async def _partition_exists(self, location: Location) -> bool:
         collection, partition = location.collection, location.partition
         assert partition is not None
-        exists = await self._call(lambda: bool(self._client.has_partition(collection, partition)))
+        exists = await self._call(lambda: bool(self._api.has_partition(collection, partition)))
         if not exists:
             self._ready_partitions.discard((collection, partition))
         return exists
@@ -394,7 +433,7 @@ class MilvusVectorIndex:
             return
         ids = list(memory_ids)
         await self._call(
-            lambda: self._client.delete(
+            lambda: self._api.delete(
                 location.collection, ids=ids, **({"partition_name": location.partition} if location.partition else {})
             )
         )
@@ -406,7 +445,7 @@ class MilvusVectorIndex:
             return
         if location.partition is None:
             term = location.namespace_term
-            await self._call(lambda: self._client.delete(location.collection, filter=term))
+            await self._call(lambda: self._api.delete(location.collection, filter=term))
             self._schedule_flush(location.collection)
             return
         partition = location.partition
@@ -414,12 +453,12 @@ class MilvusVectorIndex:
         def drop() -> None:
             # Dropping the partition removes the vectors for real, not just logically. A Milvus
             # server wants a loaded partition released first; Milvus Lite drops it directly.
-            if self._client.has_partition(location.collection, partition):
+            if self._api.has_partition(location.collection, partition):
                 try:
-                    self._client.drop_partition(location.collection, partition)
+                    self._api.drop_partition(location.collection, partition)
                 except MilvusException:
-                    self._client.release_partitions(location.collection, [partition])
-                    self._client.drop_partition(location.collection, partition)
+                    self._api.release_partitions(location.collection, [partition])
+                    self._api.drop_partition(location.collection, partition)
             self._ready_partitions.discard((location.collection, partition))
 
         await self._call(drop)
@@ -430,7 +469,7 @@ class MilvusVectorIndex:
             return 0
         expression = location.namespace_term or 'id != ""'
         rows = await self._call(
-            lambda: self._client.query(
+            lambda: self._api.query(
                 location.collection,
                 filter=expression,
                 output_fields=["count(*)"],
@@ -441,7 +480,7 @@ class MilvusVectorIndex:
         return int(rows[0]["count(*)"]) if rows else 0
 
     async def ping(self) -> None:
-        await self._call(self._client.list_collections)
+        await self._call(lambda: self._api.list_collections())
 
     async def close(self) -> None:
         if self._closed:
@@ -451,7 +490,7 @@ class MilvusVectorIndex:
             task.cancel()
         for collection in list(self._ready_collections):
             try:
-                await self._call(lambda c=collection: self._client.flush(c))  # type: ignore[misc]
+                await self._call(lambda c=collection: self._api.flush(c))  # type: ignore[misc]
             except Unavailable:
                 log.warning("final flush of %s failed", collection)
         try:
@@ -462,10 +501,17 @@ class MilvusVectorIndex:
 
 
 def connect_milvus(
-    uri: str, token: str = "", db_name: str = "", server_pem_path: str = "", server_name: str = ""
+    uri: str,
+    token: str = "",
+    db_name: str = "",
+    server_pem_path: str = "",
+    server_name: str = "",
+    timeout_s: float | None = None,
 ) -> MilvusClient:
     """A MilvusClient for a Lite file path or a server URI (token auth and TLS optional)."""
     kwargs: dict[str, Any] = {}
+    if timeout_s is not None:
+        kwargs["timeout"] = timeout_s  # how long connecting may take
     if token:
         kwargs["token"] = token
     if db_name:
