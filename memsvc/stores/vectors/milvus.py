@@ -94,7 +94,8 @@ class _TimedCalls:
     and later calls fail fast until the reconnection.
     """
 
-    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close"})
+    # Local helpers take no timeout; loading a large collection legitimately outlasts one call.
+    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close", "load_collection"})
 
     def __init__(self, index: MilvusVectorIndex) -> None:
         self._index = index
