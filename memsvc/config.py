@@ -108,6 +108,12 @@ class Settings(BaseSettings):
     recency_half_life_days: float = 30.0
     usage_saturation: float = 10.0
     recall_candidates: int = 50
+    # Hybrid recall: the lexical channel (keyed-hash BM25) fused with dense recall by Reciprocal
+    # Rank Fusion; k damps rank differences (60 is the usual choice, from the RRF paper).
+    lexical_enabled: bool = True
+    rrf_k: int = 60
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
 
     # Memory lifecycle: deduplication, contradictions, decay, tiers, expiry (the maintenance job)
     # How often the in-process scheduler runs maintenance; 0 disables it (a CronJob runs

@@ -33,6 +33,7 @@ from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
 from memsvc.pipeline.embed import EmbedStage
 from memsvc.pipeline.history import HistoryService
 from memsvc.pipeline.hydrate import HydrateStage
+from memsvc.pipeline.lexical import LexicalRecall, LexicalWriter
 from memsvc.pipeline.lifecycle import ContradictionDetector, RuleDetector, WriteReview
 from memsvc.pipeline.maintenance import Maintenance, MaintenancePolicy
 from memsvc.pipeline.paging import PageTokens
@@ -50,6 +51,10 @@ from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
 from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
 from memsvc.stores.caches.sealed import SealedResultCache
+from memsvc.stores.lexical.analysis import TermHasher
+from memsvc.stores.lexical.base import Bm25
+from memsvc.stores.lexical.postgres import PostgresLexicalIndex
+from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
@@ -97,6 +102,16 @@ def build_record_store(settings: Settings) -> RecordStore:
             timeout_s=settings.record_store_timeout_s,
         )
     return SqliteRecordStore(settings.sqlite_path, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+
+
+def build_lexical_index(settings: Settings) -> SqliteLexicalIndex | PostgresLexicalIndex | None:
+    """The lexical channel's postings live beside the rows (measured fastest, docs/retrieval.md)."""
+    if not settings.lexical_enabled:
+        return None
+    bm25 = Bm25(settings.bm25_k1, settings.bm25_b)
+    if settings.uses_postgres:
+        return PostgresLexicalIndex(settings.record_store_url, bm25, timeout_s=settings.record_store_timeout_s)
+    return SqliteLexicalIndex(settings.sqlite_path, bm25, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -158,6 +173,7 @@ class Components:
     metrics: MetricsEndpoint | None = None
     history: HistoryService | None = None
     maintenance: Maintenance | None = None
+    lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
 
     async def close(self) -> None:
         if self.maintenance is not None:
@@ -167,6 +183,8 @@ class Components:
         await self.index.close()
         if self.retrieval is not None:
             await self.retrieval.close()
+        if self.lexical_index is not None:
+            await self.lexical_index.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.close()
@@ -230,6 +248,9 @@ async def build_components(
     tracer = tracer_of(provider)
     limits = Limits.from_settings(settings)
     recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
+    lexical_index = build_lexical_index(settings)
+    hasher = TermHasher(ring.derive)
+    lexical_writer = LexicalWriter(hasher, lexical_index) if lexical_index is not None else None
     pipeline = QueryPipeline(
         tracer=tracer,
         scope=ScopeStage(limits, settings.default_results, settings.importance_floor),
@@ -241,6 +262,8 @@ async def build_components(
         ),
         bookkeep=BookkeepStage(recorder, result_cache),
         result_cache=result_cache,
+        lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
+        rrf_k=settings.rrf_k,
     )
     writes = WritePath(
         review=WriteReview(
@@ -260,8 +283,11 @@ async def build_components(
         page_tokens=PageTokens(ring.derive("page-token")),
         limits=limits,
         default_page_size=settings.default_page_size,
+        lexical=lexical_writer,
     )
-    reconciler = Reconciler(store, index, embedder, cipher, settings.reconcile_min_age_s)
+    reconciler = Reconciler(
+        store, index, embedder, cipher, settings.reconcile_min_age_s, lexical=lexical_writer
+    )
     return Components(
         settings=settings,
         store=store,
@@ -291,6 +317,7 @@ async def build_components(
         metrics=metrics,
         retrieval=build_retrieval(settings, pipeline, store, cipher),
         redis=redis_guard,
+        lexical_index=lexical_index,
     )
 
 

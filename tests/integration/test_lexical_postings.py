@@ -1,4 +1,4 @@
-"""The record-store postings of the lexical channel on a real SQLite file."""
+"""The record-store postings of the lexical channel on real SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from memsvc.domain.models import (
     new_memory_id,
 )
 from memsvc.stores.lexical.base import Bm25, LexicalDoc
+from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
+from memsvc.stores.records.postgres import PostgresRecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.base import RecallFilter
+from tests.backends import fresh_schema
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")
@@ -59,11 +62,18 @@ def row(ns: Namespace, *, tier: Tier = Tier.HOT, tags: tuple[str, ...] = (), ses
 
 
 class Stores:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None = None, url: str = "") -> None:
         self.loop = asyncio.new_event_loop()
-        self.records = SqliteRecordStore(path)
+        self.records: Any
+        self.lexical: Any
+        if url:
+            self.records = PostgresRecordStore(url)
+            self.lexical = PostgresLexicalIndex(url, Bm25(k1=1.2, b=0.75))
+        else:
+            assert path is not None
+            self.records = SqliteRecordStore(path)
+            self.lexical = SqliteLexicalIndex(path, Bm25(k1=1.2, b=0.75))
         self.run(self.records.migrate())
-        self.lexical = SqliteLexicalIndex(path, Bm25(k1=1.2, b=0.75))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -84,11 +94,17 @@ class Stores:
         self.loop.close()
 
 
-@pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    s = Stores(tmp_path / "memsvc.db")
-    yield s
-    s.close()
+@pytest.fixture(params=["sqlite", "postgres"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    if request.param == "sqlite":
+        s = Stores(tmp_path / "memsvc.db")
+        yield s
+        s.close()
+        return
+    with fresh_schema() as url:
+        s = Stores(url=url)
+        yield s
+        s.close()
 
 
 def bm25(tf: int, df: int, docs: int, length: int, avgdl: float, k1: float = 1.2, b: float = 0.75) -> float:

@@ -286,6 +286,57 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     (
+        2,
+        (
+            # The lexical channel, as in SQLite: keyed-hash term ids only; triggers keep lengths
+            # and per-namespace totals in step and drop postings with their memory row.
+            """CREATE TABLE lexical_docs (
+                memory_id TEXT COLLATE "C" PRIMARY KEY,
+                ns TEXT NOT NULL,
+                length INTEGER NOT NULL
+            )""",
+            """CREATE TABLE lexical_postings (
+                ns TEXT NOT NULL,
+                term BIGINT NOT NULL,
+                memory_id TEXT NOT NULL,
+                tf INTEGER NOT NULL,
+                PRIMARY KEY (ns, term, memory_id)
+            )""",
+            "CREATE INDEX lexical_postings_memory ON lexical_postings (memory_id)",
+            """CREATE TABLE lexical_stats (
+                ns TEXT PRIMARY KEY,
+                docs BIGINT NOT NULL,
+                total_length BIGINT NOT NULL
+            )""",
+            """CREATE FUNCTION memsvc_lexical_doc_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO lexical_stats (ns, docs, total_length) VALUES (NEW.ns, 1, NEW.length)
+                ON CONFLICT (ns) DO UPDATE SET docs = lexical_stats.docs + 1,
+                    total_length = lexical_stats.total_length + NEW.length;
+                RETURN NULL;
+            END $$""",
+            "CREATE TRIGGER lexical_docs_inserted AFTER INSERT ON lexical_docs "
+            "FOR EACH ROW EXECUTE FUNCTION memsvc_lexical_doc_inserted()",
+            """CREATE FUNCTION memsvc_lexical_doc_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM lexical_postings WHERE memory_id = OLD.memory_id;
+                UPDATE lexical_stats SET docs = docs - 1, total_length = total_length - OLD.length
+                WHERE ns = OLD.ns;
+                DELETE FROM lexical_stats WHERE ns = OLD.ns AND docs <= 0;
+                RETURN NULL;
+            END $$""",
+            "CREATE TRIGGER lexical_docs_deleted AFTER DELETE ON lexical_docs "
+            "FOR EACH ROW EXECUTE FUNCTION memsvc_lexical_doc_deleted()",
+            """CREATE FUNCTION memsvc_memory_deleted_lexical() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM lexical_docs WHERE memory_id = OLD.id;
+                RETURN NULL;
+            END $$""",
+            "CREATE TRIGGER memories_lexical_deleted AFTER DELETE ON memories "
+            "FOR EACH ROW EXECUTE FUNCTION memsvc_memory_deleted_lexical()",
+        ),
+    ),
+    (
         3,
         (
             # The memory lifecycle (issue 6): expiry, confirmation, score reasons, vitality from
