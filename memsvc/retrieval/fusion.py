@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from memsvc.domain.models import Principal
@@ -10,7 +11,7 @@ from memsvc.llm.heuristics import variations
 from memsvc.llm.parse import string_list
 from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
 from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.retrieval.base import Evidence, distinct_queries, search_all
+from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, search_all
 
 
 class Fusion:
@@ -52,6 +53,10 @@ class Fusion:
         queries = distinct_queries([plan.query, *await self.expand(request, report, deadline)])
         results = await search_all(self._pipeline, plan, queries, report, deadline)
         evidence = Evidence()
-        for q, found in zip(queries, results, strict=True):
+        for i, (q, found) in enumerate(zip(queries, results, strict=True)):
+            if i and not request.additional_queries:
+                # A generated variation's scores count for less than the original query's: its
+                # first hit should not tie the original's first hit by default.
+                found = [replace(c, fused=c.fused * GENERATED_WEIGHT) for c in found]
             evidence.add(q, found)
         return await self._pipeline.finish(plan, evidence.best(), report, deadline, slot, matched=evidence.matched)
