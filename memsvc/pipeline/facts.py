@@ -253,9 +253,28 @@ class Conflict:
     new_value: str
 
     def describe(self) -> str:
-        who = "the user" if self.subject == "user" else self.subject
-        old = self.old_value or "?"
-        return f"same subject ({who}) and attribute ({self.attribute}), new value {self.new_value!r} replaces {old!r}"
+        """A reason fit to store in plain text: it names the kind of attribute, never a value or name."""
+        who = "the user" if self.subject == "user" else "another person"
+        return f"same subject ({who}) and attribute ({category(self.attribute)}), a different value"
+
+
+# Attribute names the rules produce from a fixed vocabulary; others carry words of the content.
+_FIXED_ATTRIBUTES = frozenset(
+    {"residence", "employer", "occupation", "name", "age", "marital status", "partner", "diet", "preference"}
+)
+
+
+def category(attribute: str) -> str:
+    """The attribute's kind without words of the content ("opinion of olives" -> "opinion").
+
+    Reasons and version descriptions are stored unencrypted, so they must not quote the memory.
+    """
+    if attribute in _FIXED_ATTRIBUTES:
+        return attribute
+    for prefix, kind in (("favourite ", "favourite"), ("opinion of ", "opinion"), ("name of ", "name")):
+        if attribute.startswith(prefix):
+            return kind
+    return "attribute"
 
 
 def _fuzzy_conflict(old: Claim, new: Claim) -> bool:

@@ -200,7 +200,9 @@ class LlmDetector:
         verdicts = _llm_verdicts(reply, len(candidates))
         if verdicts is None:
             return await self._fallback.contradicted(new_content, candidates, deadline)
-        return [Contradiction(candidates[i], f"the LLM judged it contradicted: {why}") for i, why in verdicts]
+        # The model's own words quote the memories; stored reasons must not (they are plain text).
+        reason = "the LLM judged that it states a different value for the same subject and attribute"
+        return [Contradiction(candidates[i], reason) for i, _ in verdicts]
 
 
 def _llm_verdicts(reply: Any, count: int) -> list[tuple[int, str]] | None:

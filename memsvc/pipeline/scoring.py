@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from memsvc.domain.models import MemoryKind, Role
-from memsvc.pipeline.facts import extract_claims
+from memsvc.pipeline.facts import category, extract_claims
 
 _SMALL_TALK = re.compile(
     r"^\s*(hi|hey|hello|thanks|thank you|ok|okay|cool|nice|great|bye|good (morning|night|evening)|lol|sure)\b[\s!.?]*$",
@@ -66,7 +66,8 @@ def estimate_importance(content: str, role: Role, kind: MemoryKind) -> Estimate:
     if _SAFETY.search(content):
         value += 0.2
         reasons.append("health or safety")
-    personal = sorted({c.attribute for c in extract_claims(content) if c.subject == "user"})
+    # Attribute kinds only: reasons are stored in plain text and must not quote the memory.
+    personal = sorted({category(c.attribute) for c in extract_claims(content) if c.subject == "user"})
     if personal:
         value += 0.05
         reasons.append(f"a personal fact ({', '.join(personal[:2])})")

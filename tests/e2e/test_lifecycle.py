@@ -396,3 +396,18 @@ def test_memsvc_maintain_is_a_one_shot_for_a_cronjob(
     assert cli.main(["maintain"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ran"] is True and report["scanned"] == 0 and report["expired_deleted"] == 0
+
+
+def test_history_and_reasons_keep_no_plaintext_at_rest(server: RunningServer) -> None:
+    canaries = ["Zqxvilleberg", "Kwoploramberg", "Fumbleberry", "Glorptangerine"]
+    add(server, "nia", f"I live in {canaries[0]}", f"My favourite fruit is {canaries[2]}")
+    moved = add(server, "nia", f"I moved to {canaries[1]}", f"My favourite fruit is {canaries[3]} now")
+    assert all(r.superseded_ids for r in moved.results)
+    versions = history(server, "nia", moved.results[0].superseded_ids[0])
+    assert versions[-1].change == memory_pb2.MEMORY_CHANGE_SUPERSEDE and canaries[0] in versions[-1].content
+    server.run(server.components.index.close())  # flush what Milvus Lite holds to disk
+    files = [p for p in server.components.settings.data_dir.rglob("*") if p.is_file()]
+    for path in files:
+        data = path.read_bytes().lower()
+        for canary in canaries:
+            assert canary.lower().encode() not in data, f"{canary} in plain text in {path}"

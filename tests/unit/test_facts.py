@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.pipeline.facts import Claim, content_terms, extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.facts import Claim, category, content_terms, extract_claims, find_conflict, is_duplicate
 
 
 def conflict(old: str, new: str) -> str | None:
@@ -85,3 +85,12 @@ def test_possessive_owners_are_subjects() -> None:
     assert conflict("Ivy's favourite colour is blue", "Ivy's favourite colour is green now") == "favourite colour"
     assert conflict("My sister's husband is Tom", "My sister's husband is Luke") == "partner"
     assert conflict("Ivy's favourite colour is blue", "My favourite colour is green") is None
+
+
+def test_conflict_descriptions_never_quote_the_memory() -> None:
+    found = find_conflict(extract_claims("Ivy loves olives"), extract_claims("Ivy hates olives"))
+    assert (
+        found is not None
+        and found.describe() == "same subject (another person) and attribute (opinion), a different value"
+    )
+    assert category("favourite colour") == "favourite" and category("phone number") == "attribute"
