@@ -205,7 +205,7 @@ class MilvusVectorIndex:
         try:
             client = self._reconnect()
             client.list_collections(timeout=self._probe_timeout_s)
-        except _FAILURES as exc:
+        except Exception as exc:  # whatever stops a reconnection (OSError too) prolongs the outage
             with self._client_lock:
                 self._reconnecting = False
                 self._next_backoff_s = min(self._next_backoff_s * 2, self._backoff_max_s)
