@@ -304,7 +304,8 @@ class MilvusVectorIndex:
     async def _locate(self, digest: str, *, create: bool) -> Location | None:
         if self._placement == "partition_key":
             name = f"{self._prefix}_pk"
-            await self._call(lambda: self._ensure_collection_sync(name, True))
+            if name not in self._ready_collections:
+                await self._call(lambda: self._ensure_collection_sync(name, True))
             return Location(name, None, f"ns == {quote(digest)}")
         placement = self._locations.get(digest)
         if placement is None:
@@ -315,6 +316,10 @@ class MilvusVectorIndex:
                 placement = await self._registry.assign_placement(digest, self._prefix, self._partitions_per_collection)
             self._locations[digest] = placement
         chosen = placement
+        ready = chosen.collection in self._ready_collections
+        if ready and (chosen.collection, chosen.partition) in self._ready_partitions:
+            # Known to exist: no round trip through the Milvus thread pool just to confirm it.
+            return Location(chosen.collection, chosen.partition, None)
 
         def ensure() -> None:
             self._ensure_collection_sync(chosen.collection, False)
