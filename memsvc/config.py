@@ -109,11 +109,15 @@ class Settings(BaseSettings):
     usage_saturation: float = 10.0
     recall_candidates: int = 50
     # Hybrid recall: the lexical channel (keyed-hash BM25) fused with dense recall by Reciprocal
-    # Rank Fusion; k damps rank differences (60 is the usual choice, from the RRF paper).
+    # Rank Fusion; k damps rank differences. The RRF paper's 60 was chosen for 1,000-deep runs;
+    # our lists are about 50 deep and read from the top ten, so a smaller k keeps the difference
+    # between a channel's first ranks (docs/retrieval.md).
     lexical_enabled: bool = True
-    rrf_k: int = 60
+    rrf_k: int = 20
     bm25_k1: float = 1.2
-    bm25_b: float = 0.75
+    # Memories are short (a dialogue turn is about 14 terms), so full length normalisation
+    # (0.75) over-rewards two-word memories that happen to hold a query term.
+    bm25_b: float = 0.5
 
     # Memory lifecycle: deduplication, contradictions, decay, tiers, expiry (the maintenance job)
     # How often the in-process scheduler runs maintenance; 0 disables it (a CronJob runs

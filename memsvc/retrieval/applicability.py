@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -208,8 +209,9 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "applicability"):
             judged = await self._llm_scores(request, analysis, ranked, report, deadline)
             scored: list[tuple[RankedMemory, float, float]] = []
+            weights = pool_term_weights(plan.query, ranked)
             for i, r in enumerate(ranked, start=1):
-                estimate = offline_applicability(r, plan.query, analysis, context_terms)
+                estimate = offline_applicability(r, plan.query, analysis, context_terms, weights)
                 app = judged.get(i, estimate) if judged else estimate
                 final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis)
                 scored.append((replace(r, score=final), app, final))
@@ -254,14 +256,41 @@ class Applicability:
         return got or {}
 
 
-def offline_applicability(r: RankedMemory, query: str, analysis: Analysis, context_terms: Sequence[str]) -> float:
+def pool_term_weights(query: str, ranked: Sequence[RankedMemory]) -> dict[str, float]:
+    """Each key term of the query weighted by how well it tells the candidates apart.
+
+    An entity counts double, scaled like every term by its inverse document frequency within
+    the candidate pool: a name that occurs in most candidates (a speaker's own name, a
+    user's recurring subject) says little about which of them answers.
+    """
+    keys = key_terms(query)
+    entity_keys = {stem(w) for e in extract_keywords(query).entities for w in e.split()}
+    docs = [stems(r.memory.content) for r in ranked]
+    n = len(docs)
+    out: dict[str, float] = {}
+    for k in keys:
+        df = sum(1 for d in docs if k in d)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        out[k] = (2.0 if k in entity_keys else 1.0) * idf
+    return out
+
+
+def offline_applicability(
+    r: RankedMemory,
+    query: str,
+    analysis: Analysis,
+    context_terms: Sequence[str],
+    term_weights: Mapping[str, float] | None = None,
+) -> float:
     """Without an LLM: term overlap with the query and conversation, similarity, role and time fit."""
     m = r.memory
     words = stems(m.content)
     keys = key_terms(query)
     entity_keys = {stem(w) for e in extract_keywords(query).entities for w in e.split()}
-    weight = sum(2.0 if k in entity_keys else 1.0 for k in keys)
-    overlap = sum(2.0 if k in entity_keys else 1.0 for k in keys if k in words) / weight if weight else 0.0
+    if term_weights is None:
+        term_weights = {k: 2.0 if k in entity_keys else 1.0 for k in keys}
+    weight = sum(term_weights.get(k, 0.0) for k in keys)
+    overlap = sum(term_weights.get(k, 0.0) for k in keys if k in words) / weight if weight else 0.0
     context = sum(1 for t in context_terms if stem(t) in words) / len(context_terms) if context_terms else 0.0
     semantic = min(1.0, r.breakdown.semantic / 0.7)
     if analysis.needs.wants_assistant_turns:
