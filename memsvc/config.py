@@ -130,7 +130,8 @@ class Settings(BaseSettings):
     tier_hot_importance: float = 0.9
     # Days after creation when memories of a kind are deleted, e.g. '{"episode": 365}'.
     retention_days_by_kind: dict[str, float] = Field(default_factory=dict)
-    # A new memory this similar (cosine) with the same content terms confirms the old one.
+    # A new memory this similar (cosine) with the same content terms (and numbers, and no negation
+    # flipped) confirms the old one instead of adding a row.
     duplicate_similarity: float = 0.92
     # Memories at least this similar are checked for contradictions with a new one.
     contradiction_similarity: float = 0.2

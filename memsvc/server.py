@@ -170,10 +170,10 @@ class Components:
     owns_embedder: bool
     redis: RedisGuard | None = None
     retrieval: Retrieval | None = None
-    metrics: MetricsEndpoint | None = None
+    lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
     history: HistoryService | None = None
     maintenance: Maintenance | None = None
-    lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
+    metrics: MetricsEndpoint | None = None
 
     async def close(self) -> None:
         if self.maintenance is not None:
@@ -181,10 +181,10 @@ class Components:
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
-        if self.retrieval is not None:
-            await self.retrieval.close()
         if self.lexical_index is not None:
             await self.lexical_index.close()
+        if self.retrieval is not None:
+            await self.retrieval.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.close()
@@ -208,6 +208,7 @@ async def build_components(
         await store.migrate()  # the embedded default migrates itself; servers use `memsvc migrate`
     owns_embedder = embedder is None
     embedder = embedder or build_embedder(settings)
+
     def milvus_client() -> MilvusClient:
         return connect_milvus(
             settings.resolved_milvus_uri,
@@ -257,24 +258,13 @@ async def build_components(
         embed=EmbedStage(embedder, embedding_cache),
         recall=RecallStage(index, settings.recall_candidates),
         hydrate=HydrateStage(store, cipher),
-        rank=RankStage(
-            settings.weights, settings.recency_half_life_days, settings.usage_saturation, UsageNorms(store)
-        ),
+        rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation, UsageNorms(store)),
         bookkeep=BookkeepStage(recorder, result_cache),
         result_cache=result_cache,
         lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
         rrf_k=settings.rrf_k,
     )
     writes = WritePath(
-        review=WriteReview(
-            store=store,
-            index=index,
-            cipher=cipher,
-            detector=build_contradiction_detector(settings),
-            duplicate_similarity=settings.duplicate_similarity,
-            contradiction_similarity=settings.contradiction_similarity,
-            candidates=settings.contradiction_candidates,
-        ),
         store=store,
         index=index,
         embedder=embedder,
@@ -284,10 +274,17 @@ async def build_components(
         limits=limits,
         default_page_size=settings.default_page_size,
         lexical=lexical_writer,
+        review=WriteReview(
+            store=store,
+            index=index,
+            cipher=cipher,
+            detector=build_contradiction_detector(settings),
+            duplicate_similarity=settings.duplicate_similarity,
+            contradiction_similarity=settings.contradiction_similarity,
+            candidates=settings.contradiction_candidates,
+        ),
     )
-    reconciler = Reconciler(
-        store, index, embedder, cipher, settings.reconcile_min_age_s, lexical=lexical_writer
-    )
+    reconciler = Reconciler(store, index, embedder, cipher, settings.reconcile_min_age_s, lexical=lexical_writer)
     return Components(
         settings=settings,
         store=store,
@@ -301,6 +298,10 @@ async def build_components(
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
+        metrics=metrics,
+        retrieval=build_retrieval(settings, pipeline, store, cipher),
+        redis=redis_guard,
+        lexical_index=lexical_index,
         history=HistoryService(
             store=store,
             cipher=cipher,
@@ -314,12 +315,7 @@ async def build_components(
         maintenance=Maintenance(
             store=store, writes=writes, embedder=embedder, cipher=cipher, policy=maintenance_policy(settings)
         ),
-        metrics=metrics,
-        retrieval=build_retrieval(settings, pipeline, store, cipher),
-        redis=redis_guard,
-        lexical_index=lexical_index,
     )
-
 
 
 def maintenance_policy(settings: Settings) -> MaintenancePolicy:

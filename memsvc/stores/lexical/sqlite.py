@@ -55,7 +55,7 @@ def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
     return (
         f"WITH q(term, qtf) AS (VALUES {values}), "
         f"params(k1, b) AS (SELECT {ph}, {ph}), "
-        "st AS (SELECT docs, CAST(total_length AS REAL) / docs AS avgdl FROM lexical_stats "
+        "st AS (SELECT docs, CAST(total_length AS DOUBLE PRECISION) / docs AS avgdl FROM lexical_stats "
         f"WHERE ns = {ph} AND docs > 0), "
         "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
         f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term) "
