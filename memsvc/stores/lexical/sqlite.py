@@ -6,19 +6,16 @@ memory rows, so the caller's filters apply inside the query, as they do in the v
 
 from __future__ import annotations
 
-import asyncio
 import math
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from memsvc.domain.models import MemoryFilter, Namespace
-from memsvc.errors import Unavailable
 from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
 from memsvc.stores.records.rows import filter_sql
+from memsvc.stores.sqlite_threads import SqliteThreads
 from memsvc.stores.vectors.base import RecallFilter
 
 T = TypeVar("T")
@@ -72,70 +69,38 @@ def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
     )
 
 
+def _ensure_ln(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("SELECT ln(1.0)")
+    except sqlite3.OperationalError:
+        # SQLite built without its math functions: the one BM25 needs, from Python.
+        conn.create_function("ln", 1, math.log, deterministic=True)
+
+
 class SqliteLexicalIndex:
     """LexicalIndex on the record store's SQLite file; each worker thread keeps its own connection."""
 
     def __init__(
         self, path: Path, bm25: Bm25 | None = None, workers: int = 2, busy_timeout_ms: int = _BUSY_TIMEOUT_MS
     ) -> None:
-        self._path = path
-        self._busy_timeout_ms = busy_timeout_ms
         self._bm25 = bm25 or Bm25()
-        self._local = threading.local()
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lexical")
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self._path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
-            try:
-                conn.execute("SELECT ln(1.0)")
-            except sqlite3.OperationalError:
-                # SQLite built without its math functions: the one BM25 needs, from Python.
-                conn.create_function("ln", 1, math.log, deterministic=True)
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections.append(conn)
-        return conn
+        self._db = SqliteThreads(
+            path,
+            workers=workers,
+            busy_timeout_ms=busy_timeout_ms,
+            thread_name="lexical",
+            what="lexical index",
+            setup=_ensure_ln,
+        )
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def call() -> T:
-            try:
-                return fn(self._connection())
-            except sqlite3.OperationalError as exc:
-                raise Unavailable("the lexical index is unavailable", retry_after_s=1.0) from exc
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._db.run(fn)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def tx(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        return await self._run(tx)
+        return await self._db.write(fn)
 
     async def close(self) -> None:
-        def close_all() -> None:
-            with self._connections_lock:
-                for conn in self._connections:
-                    conn.close()
-                self._connections.clear()
-
-        await asyncio.get_running_loop().run_in_executor(None, close_all)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        await self._db.close()
 
     # -- LexicalIndex -------------------------------------------------------------------------
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +17,7 @@ from memsvc.domain.models import (
     StoredVersion,
     WrappedDataKey,
 )
-from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.errors import FailedPrecondition
 from memsvc.stores.records.base import (
     UPDATABLE_COLUMNS,
     IndexTicket,
@@ -51,6 +48,7 @@ from memsvc.stores.records.rows import (
     version_to_params,
     vitality_sql,
 )
+from memsvc.stores.sqlite_threads import SqliteThreads
 
 T = TypeVar("T")
 _BUSY_TIMEOUT_MS = 5000
@@ -58,6 +56,10 @@ _BUSY_TIMEOUT_MS = 5000
 
 def _tags_any_sql(n: int) -> str:
     return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join('?' * n)}))"
+
+
+def _enable_foreign_keys(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA foreign_keys=ON")
 
 
 def _insert_version(conn: sqlite3.Connection, v: StoredVersion) -> None:
@@ -75,63 +77,25 @@ class SqliteRecordStore:
     """Record store on one SQLite file; each worker thread keeps its own connection."""
 
     def __init__(self, path: Path, workers: int = 4, busy_timeout_ms: int = _BUSY_TIMEOUT_MS) -> None:
-        self._path = path
-        self._busy_timeout_ms = busy_timeout_ms
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite")
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
+        self._db = SqliteThreads(
+            path,
+            workers=workers,
+            busy_timeout_ms=busy_timeout_ms,
+            thread_name="sqlite",
+            what="record store",
+            setup=_enable_foreign_keys,
+        )
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self._path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = conn
-            with self._connections_lock:
-                self._connections.append(conn)
-        return conn
-
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def call() -> T:
-            try:
-                return fn(self._connection())
-            except sqlite3.OperationalError as exc:
-                # Locked or unreadable database: a retryable outage, never an internal error.
-                raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._db.run(fn)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def tx(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        return await self._run(tx)
+        return await self._db.write(fn)
 
     async def close(self) -> None:
-        def close_all() -> None:
-            with self._connections_lock:
-                for conn in self._connections:
-                    conn.close()
-                self._connections.clear()
-
-        await asyncio.get_running_loop().run_in_executor(None, close_all)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        await self._db.close()
 
     # -- schema -------------------------------------------------------------------------------
 
