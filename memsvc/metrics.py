@@ -7,8 +7,6 @@ hits; index lag is sampled from the record store in the background.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +23,7 @@ from opentelemetry.trace import SpanKind
 
 from memsvc import __version__
 from memsvc.domain.models import Namespace
+from memsvc.pipeline.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedResult, EmbeddingCache, ResultCache
 
 if TYPE_CHECKING:
@@ -193,7 +192,7 @@ class MetricsEndpoint:
         self._index_lag = index_lag
         self._interval_s = sample_interval_s
         self._http: WSGIServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._sampler = PeriodicTask("index lag sampling", self._sample, run_first=True)
         self.port = 0
 
     async def start(self) -> None:
@@ -204,22 +203,13 @@ class MetricsEndpoint:
             self._http, _ = start_http_server(port, host, registry=self._registry)
             self.port = int(self._http.server_port)
             log.info("metrics on http://%s:%d/metrics", host, self.port)
-        self._task = asyncio.get_running_loop().create_task(self._sample())
+        self._sampler.start(self._interval_s)
 
     async def _sample(self) -> None:
-        while True:
-            try:
-                self.metrics.set_index_lag(await self._index_lag())
-            except Exception:
-                log.warning("sampling index lag failed", exc_info=True)
-            await asyncio.sleep(self._interval_s)
+        self.metrics.set_index_lag(await self._index_lag())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._sampler.stop()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
 from memsvc.domain.models import RankedMemory, RecallEvent
 from memsvc.pipeline.context import QueryPlan
+from memsvc.pipeline.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedHit, CachedResult, ResultCache
 from memsvc.stores.records.base import RecordStore
 
@@ -27,7 +27,7 @@ class RecallRecorder:
         self._interval_s = flush_interval_s
         self._max_pending = max_pending
         self._pending: list[RecallEvent] = []
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicTask("recall bookkeeping", self.flush)
         self._wake = asyncio.Event()
 
     def record(self, events: Sequence[RecallEvent]) -> None:
@@ -47,19 +47,10 @@ class RecallRecorder:
             self._pending[:0] = batch
 
     def start(self) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(self._interval_s)
-                await self.flush()
-
-        self._task = asyncio.get_running_loop().create_task(loop())
+        self._periodic.start(self._interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._periodic.stop()
         await self.flush()
 
 

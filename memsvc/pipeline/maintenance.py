@@ -12,7 +12,6 @@ is one call.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -39,6 +38,7 @@ from memsvc.errors import MemsvcError
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import open_memory
 from memsvc.pipeline.lifecycle import version_of
+from memsvc.pipeline.periodic import PeriodicTask
 from memsvc.pipeline.write import WritePath
 from memsvc.stores.records.base import MaintenanceUpdate, RecordStore, UsageStats
 
@@ -127,7 +127,7 @@ class Maintenance:
         self._cipher = cipher
         self._policy = policy
         self.holder = holder or default_holder()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicTask("maintenance", self._tick)
 
     async def run_once(self, now: float | None = None) -> MaintenanceReport:
         """One pass over every memory at clock `now` (default: the wall clock)."""
@@ -240,24 +240,13 @@ class Maintenance:
 
     # -- the in-process scheduler (embedded default) -------------------------------------------
 
-    def start(self, interval_s: float) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(interval_s)
-                try:
-                    report = await self.run_once()
-                    if report.ran and (report.moved or report.expired_deleted or report.retention_deleted):
-                        log.info("maintenance: %s", report)
-                except MemsvcError as exc:
-                    log.warning("maintenance postponed: %s", exc.message)
-                except Exception:
-                    log.exception("maintenance failed")
+    async def _tick(self) -> None:
+        report = await self.run_once()
+        if report.ran and (report.moved or report.expired_deleted or report.retention_deleted):
+            log.info("maintenance: %s", report)
 
-        self._task = asyncio.get_running_loop().create_task(loop())
+    def start(self, interval_s: float) -> None:
+        self._periodic.start(interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._periodic.stop()

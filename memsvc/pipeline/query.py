@@ -75,11 +75,9 @@ class QueryPipeline:
         report = QueryReport(mode="direct")
         plan = self.plan(principal, request, report)
         report.queries.append(plan.query)
-        slot: str | None = None
-        if not plan.skip_cache:
-            cached, slot = await self._cache.lookup(plan.namespace, plan.request_key)
-            if cached is not None:
-                return await self._from_cache(plan, cached, report, deadline)
+        cached, slot = await self.cached(plan, report, deadline)
+        if cached is not None:
+            return cached
         candidates = await self.search(plan, plan.query, report, deadline)
         return await self.finish(plan, candidates, report, deadline, slot)
 

@@ -7,8 +7,6 @@ so two replicas running it at once only repeat work.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -17,9 +15,9 @@ from dataclasses import dataclass
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder
-from memsvc.errors import MemsvcError
 from memsvc.pipeline.hydrate import open_memory
 from memsvc.pipeline.lexical import LexicalWriter
+from memsvc.pipeline.periodic import PeriodicTask
 from memsvc.stores.records.base import IndexTicket, RecordStore
 from memsvc.stores.vectors.base import VectorIndex, VectorItem
 
@@ -67,7 +65,8 @@ class Reconciler:
         self._min_age_s = min_age_s
         self._batch = batch
         self._lexical = lexical
-        self._task: asyncio.Task[None] | None = None
+        # The first pass runs at start-up: rows left unindexed by a crash are restored at once.
+        self._periodic = PeriodicTask("reconciliation", self._tick, run_first=True)
 
     async def run_once(self, min_age_s: float | None = None) -> ReconcileResult:
         age = self._min_age_s if min_age_s is None else min_age_s
@@ -116,24 +115,13 @@ class Reconciler:
             await self._store.clear_namespace_tombstone(t.namespace)
         return len(tombstones)
 
-    def start(self, interval_s: float) -> None:
-        async def loop() -> None:
-            while True:
-                try:
-                    result = await self.run_once()
-                    if result.indexed or result.vectors_deleted or result.namespaces_dropped:
-                        log.info("reconciled: %s", result)
-                except MemsvcError as exc:
-                    log.warning("reconciliation postponed: %s", exc.message)
-                except Exception:
-                    log.exception("reconciliation failed")
-                await asyncio.sleep(interval_s)
+    async def _tick(self) -> None:
+        result = await self.run_once()
+        if result.indexed or result.vectors_deleted or result.namespaces_dropped:
+            log.info("reconciled: %s", result)
 
-        self._task = asyncio.get_running_loop().create_task(loop())
+    def start(self, interval_s: float) -> None:
+        self._periodic.start(interval_s)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._periodic.stop()
