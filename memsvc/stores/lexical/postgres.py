@@ -6,19 +6,16 @@ PostgreSQL placeholders, so both rank identically.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import psycopg
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from memsvc.domain.models import Namespace
-from memsvc.errors import Unavailable
 from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
 from memsvc.stores.lexical.sqlite import bm25_sql, memory_filter_of
+from memsvc.stores.postgres_pool import PostgresPool
 from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.vectors.base import RecallFilter
 
@@ -32,35 +29,15 @@ class PostgresLexicalIndex:
 
     def __init__(self, url: str, bm25: Bm25 | None = None, *, max_connections: int = 4, timeout_s: float = 5.0) -> None:
         self._bm25 = bm25 or Bm25()
-        self._pool = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            open=False,
-            timeout=timeout_s,
-            kwargs={"connect_timeout": max(2, int(timeout_s))},
-            name="memsvc-lexical",
+        self._db = PostgresPool(
+            url, max_connections=max_connections, timeout_s=timeout_s, name="memsvc-lexical", what="lexical index"
         )
-        self._opened = False
-        self._open_lock = asyncio.Lock()
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncConnection[Any]]:
-        try:
-            if not self._opened:
-                async with self._open_lock:
-                    if not self._opened:
-                        await self._pool.open(wait=False)
-                        self._opened = True
-            async with self._pool.connection() as conn:
-                yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise Unavailable("the lexical index is unavailable", retry_after_s=1.0) from exc
+    def _tx(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]:
+        return self._db.connection()
 
     async def close(self) -> None:
-        if self._opened:
-            await self._pool.close()
-            self._opened = False
+        await self._db.close()
 
     async def index(self, namespace: Namespace, docs: Sequence[LexicalDoc]) -> None:
         if not docs:

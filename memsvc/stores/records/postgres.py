@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection, errors
-from psycopg_pool import AsyncConnectionPool
+from psycopg import AsyncConnection
 
 from memsvc.domain.models import (
     ApiKeyRecord,
@@ -23,6 +22,7 @@ from memsvc.domain.models import (
     WrappedDataKey,
 )
 from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.stores.postgres_pool import PostgresPool
 from memsvc.stores.records.base import (
     UPDATABLE_COLUMNS,
     IndexTicket,
@@ -89,52 +89,18 @@ class PostgresRecordStore:
     """Record store on PostgreSQL. Each method is one transaction on a pooled connection."""
 
     def __init__(self, url: str, *, max_connections: int = 10, timeout_s: float = 5.0) -> None:
-        self._pool = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            open=False,
-            timeout=timeout_s,
-            kwargs={"connect_timeout": max(2, int(timeout_s))},
-            name="memsvc-records",
+        self._db = PostgresPool(
+            url, max_connections=max_connections, timeout_s=timeout_s, name="memsvc-records", what="record store"
         )
-        self._url = url
         self._timeout_s = timeout_s
-        self._connect_timeout_s = max(2, int(timeout_s))
-        self._opened = False
-        self._open_lock = asyncio.Lock()
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _tx(self, *, pooled: bool = True) -> AsyncIterator[AsyncConnection[Any]]:
-        """One transaction on a pooled (or a fresh) connection; connection trouble becomes Unavailable."""
-        try:
-            if pooled:
-                if not self._opened:
-                    async with self._open_lock:
-                        if not self._opened:
-                            # wait=False: start even while the database is down; calls report Unavailable.
-                            await self._pool.open(wait=False)
-                            self._opened = True
-                async with self._pool.connection() as conn:
-                    yield conn
-            else:
-                # Schema work at start-up gets its own connection: a failed check leaves no pool
-                # (and no pool tasks) behind to keep the process from exiting.
-                async with await AsyncConnection.connect(self._url, connect_timeout=self._connect_timeout_s) as conn:
-                    yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError, errors.ReadOnlySqlTransaction) as exc:
-            # Down, restarting, pool exhausted, serialization conflict, a standby after failover:
-            # retryable, never INTERNAL.
-            raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc
-        except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
-            raise FailedPrecondition("the record store schema is not migrated; run `memsvc migrate`") from exc
+    def _tx(self, *, pooled: bool = True) -> AbstractAsyncContextManager[AsyncConnection[Any]]:
+        return self._db.connection(pooled=pooled)
 
     async def close(self) -> None:
-        if self._opened:
-            await self._pool.close()
-            self._opened = False
+        await self._db.close()
 
     # -- schema -------------------------------------------------------------------------------
 
