@@ -72,6 +72,15 @@ class Settings(BaseSettings):
     embedding_provider: Literal["local", "openai"] = "local"
     embedding_model_path: str = ""
     embedding_model_name: str = "all-MiniLM-L6-v2"
+    # The local model's forward pass: sentence-transformers on torch, or the same model exported
+    # to ONNX Runtime (fp32, or int8 weights: a different embedding version, so a new vector
+    # collection). docs/performance.md compares their latency and LoCoMo recall.
+    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    # Where ONNX exports are cached (exported once per model and runtime); empty: data_dir/onnx.
+    embedding_onnx_dir: Path | None = None
+    # ONNX Runtime threads for one batch; 0 uses every CPU this process may run on. Set it to the
+    # container's CPU limit where the pod sees more cores than it may use.
+    embedding_threads: int = 0
     embedding_dimension: int = 384
     embedding_batch_size: int = 64
     # How long a query on an idle model waits for companions; batches form anyway while it is busy.
@@ -202,6 +211,10 @@ class Settings(BaseSettings):
     @property
     def is_embedded_milvus(self) -> bool:
         return not self.milvus_uri.startswith(("http://", "https://", "tcp://", "unix:"))
+
+    @property
+    def resolved_onnx_dir(self) -> Path:
+        return self.embedding_onnx_dir or self.data_dir / "onnx"
 
     @property
     def dev_key_path(self) -> Path:

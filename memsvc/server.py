@@ -10,6 +10,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from pymilvus import MilvusClient
@@ -59,6 +60,9 @@ from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
+
+if TYPE_CHECKING:
+    from memsvc.embeddings.local import LocalEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +129,35 @@ def build_embedder(settings: Settings) -> Embedder:
             dimension=settings.embedding_dimension,
             timeout_s=settings.embedding_timeout_s,
         )
+    return build_local_embedder(settings)
+
+
+def build_local_embedder(settings: Settings) -> LocalEmbedder:
+    """The bundled model on the configured runtime (also what tests and tools share)."""
     from memsvc.embeddings.local import LocalEmbedder
 
     return LocalEmbedder(
         settings.embedding_model_path,
         model_name=settings.embedding_model_name,
+        runtime=settings.embedding_runtime,
+        onnx_dir=settings.resolved_onnx_dir,
+        threads=settings.embedding_threads,
         batch_size=settings.embedding_batch_size,
         batch_wait_ms=settings.embedding_batch_wait_ms,
     )
+
+
+async def warn_on_other_embedding_version(store: RecordStore, version: str) -> None:
+    """Say so at start when stored memories were embedded by another version (e.g. another
+    runtime): their vectors sit in that version's collection, which dense recall here never reads."""
+    first = await store.scan_memories("", 1)
+    if first and first[0].embedding_version != version:
+        log.warning(
+            "the record store holds memories embedded as %s, this server embeds as %s: dense recall "
+            "will not find them (their vectors are in the other version's collection)",
+            first[0].embedding_version,
+            version,
+        )
 
 
 def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, RedisGuard | None]:
@@ -208,6 +233,7 @@ async def build_components(
         await store.migrate()  # the embedded default migrates itself; servers use `memsvc migrate`
     owns_embedder = embedder is None
     embedder = embedder or build_embedder(settings)
+    await warn_on_other_embedding_version(store, embedder.version)
 
     def milvus_client() -> MilvusClient:
         return connect_milvus(

@@ -54,10 +54,17 @@ def loop_thread() -> Iterator[LoopThread]:
 
 
 @pytest.fixture(scope="session")
-def embedder(loop_thread: LoopThread) -> Any:
-    from memsvc.embeddings.local import LocalEmbedder
+def embedder(loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory, onnx_dir: Path) -> Any:
+    """The shared model, on MEMSVC_EMBEDDING_RUNTIME when set (so the suite can run on ONNX)."""
+    from memsvc.server import build_local_embedder
 
-    return LocalEmbedder()
+    return build_local_embedder(Settings(data_dir=tmp_path_factory.mktemp("embedder"), embedding_onnx_dir=onnx_dir))
+
+
+@pytest.fixture(scope="session")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ONNX export cache for the session: each ONNX runtime exports once, every test reuses it."""
+    return tmp_path_factory.mktemp("onnx")
 
 
 @dataclass

