@@ -34,4 +34,8 @@ def test_concurrent_queries_share_forward_passes(embedder: Any, monkeypatch: pyt
     assert batches == [1, 1, 8]
     expected = real_encode(texts)
     for got, want in zip(results[1:], expected, strict=True):
-        assert np.allclose(got[0], want, atol=1e-5)
+        if embedder.version.endswith("+int8"):
+            # int8 activation scales are per batch: companions move a vector slightly.
+            assert float(np.dot(got[0], want)) > 0.97
+        else:
+            assert np.allclose(got[0], want, atol=1e-5)
