@@ -168,7 +168,8 @@ class Settings(BaseSettings):
     multi_query_questions: int = 2
     multi_query_results_per_query: int = 3
     multi_query_limit: int = 7
-    applicability_pool: int = 30
+    # Candidates APPLICABILITY re-scores (at least 3x the limit).
+    applicability_pool: int = 100
     agent_max_attempts: int = 3
     agent_confidence_threshold: float = 0.8
     default_token_budget: int = 1024
