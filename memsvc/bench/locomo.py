@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -240,6 +242,82 @@ def format_table(mode: str, result: ModeResult) -> str:
     return "\n".join(lines)
 
 
+def query_with(client: Any) -> QueryFn:
+    """Ask one question in one mode, as the protocol says (limit 20, no importance gate, no cache)."""
+    from memsvc.api.client import ClientError
+
+    def query(user: str, text: str, mode: str) -> list[str]:
+        try:
+            response = client.query(
+                user,
+                text,
+                limit=LIMIT,
+                mode=f"QUERY_MODE_{mode.upper()}",
+                filter={"min_importance": 0.0},
+                skip_cache=True,
+            )
+        except ClientError as exc:
+            if exc.code == "UNIMPLEMENTED":
+                raise ModeUnavailable(f"UNIMPLEMENTED: {exc.message}") from exc
+            raise
+        return [m["memory"]["id"] for m in response.get("memories", [])]
+
+    return query
+
+
+def load_store(
+    store: Path, conversations: Sequence[Conversation]
+) -> list[tuple[Conversation, str, dict[str, list[str]]]]:
+    """Write every conversation into a server on `store`, wait for the index, stop the server."""
+    from memsvc.api.client import MemoryClient
+
+    bench = BenchServer.start(store)
+    client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
+    try:
+        started = time.perf_counter()
+        loaded = []
+        for conversation in conversations:
+            user = f"locomo-{conversation.name}"
+            loaded.append((conversation, user, write_conversation(client, user, conversation)))
+        bench.settle()
+        print(f"wrote {sum(len(c.turns) for c in conversations)} memories in {time.perf_counter() - started:.1f} s")
+    finally:
+        client.close()
+        bench.stop()
+    return loaded
+
+
+def evaluate_each_on_a_copy(
+    store: Path,
+    loaded: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
+    modes: Sequence[str],
+) -> tuple[dict[str, ModeResult], dict[str, str]]:
+    """Every mode on its own copy of the loaded store, so none sees the usage counts another left."""
+    from memsvc.api.client import MemoryClient
+
+    results: dict[str, ModeResult] = {}
+    skipped: dict[str, str] = {}
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    for mode in modes:
+        copy = Path(tempfile.mkdtemp(prefix="memsvc-locomo-mode-")) / "data"
+        shutil.copytree(store, copy)
+        bench = BenchServer.start(copy)
+        client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
+
+        try:
+            got, why = evaluate(loaded, [mode], query_with(client), progress)
+        finally:
+            client.close()
+            bench.stop()
+            shutil.rmtree(copy.parent, ignore_errors=True)
+        results.update(got)
+        skipped.update(why)
+    return results, skipped
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, type=Path, help="directory of LoCoMo conversation files (*.json)")
     parser.add_argument(
@@ -247,12 +325,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", type=Path, help="write the numbers to this file")
     parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
-    parser.add_argument("--data-dir", type=Path, help="server data directory (default: a temporary one)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where the loaded store is kept (default: a temporary directory); each mode runs on a copy",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from memsvc.api.client import ClientError, MemoryClient
-
     modes = [m.strip().lower() for m in str(args.modes).split(",") if m.strip()]
     unknown = [m for m in modes if m not in QUERY_MODES]
     if unknown:
@@ -271,37 +351,14 @@ def run(args: argparse.Namespace) -> int:
         f"removed {sum(c.evidence_removed for c in conversations)}",
         flush=True,
     )
-    bench = BenchServer.start(args.data_dir)
-    client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
+    owns_store = args.data_dir is None
+    store = args.data_dir or Path(tempfile.mkdtemp(prefix="memsvc-locomo-"))
     try:
-        started = time.perf_counter()
-        loaded = []
-        for conversation in conversations:
-            user = f"locomo-{conversation.name}"
-            loaded.append((conversation, user, write_conversation(client, user, conversation)))
-        bench.settle()
-        print(f"wrote {sum(len(c.turns) for c in conversations)} memories in {time.perf_counter() - started:.1f} s")
-
-        def query(user: str, text: str, mode: str) -> list[str]:
-            try:
-                response = client.query(
-                    user,
-                    text,
-                    limit=LIMIT,
-                    mode=f"QUERY_MODE_{mode.upper()}",
-                    filter={"min_importance": 0.0},
-                    skip_cache=True,
-                )
-            except ClientError as exc:
-                if exc.code == "UNIMPLEMENTED":
-                    raise ModeUnavailable(f"UNIMPLEMENTED: {exc.message}") from exc
-                raise
-            return [m["memory"]["id"] for m in response.get("memories", [])]
-
-        results, skipped = evaluate(loaded, modes, query, lambda line: print(line, file=sys.stderr, flush=True))
+        loaded = load_store(store, conversations)
+        results, skipped = evaluate_each_on_a_copy(store, loaded, modes)
     finally:
-        client.close()
-        bench.stop()
+        if owns_store:
+            shutil.rmtree(store, ignore_errors=True)
     for mode, result in results.items():
         print(format_table(mode, result))
     for mode, why in skipped.items():
