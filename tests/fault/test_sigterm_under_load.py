@@ -28,15 +28,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DIMENSION = 16
 GRACE_S = 6.0
-DRAIN_DELAY_S = 2.0  # embedding time of each in-flight write: well inside the grace period
+DRAIN_DELAY_S = 1.0  # embedding time of each in-flight write once released: well inside the grace period
 STUCK_DELAY_S = 60.0  # a call that outlives the grace period
 IN_FLIGHT = 12
 
 
 class Endpoint(BaseHTTPRequestHandler):
-    """OpenAI-compatible embeddings that take a while for texts marked `drain` or `stuck`."""
+    """OpenAI-compatible embeddings that take a while for texts marked `drain` or `stuck`.
+
+    `drain` texts are held until the test releases them: they are in flight at the SIGTERM
+    however slowly the machine started them, instead of finishing on their own beforehand.
+    """
 
     started: list[str] = []  # noqa: RUF012  (test double state, reset per test)
+    release = threading.Event()
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -45,6 +50,7 @@ class Endpoint(BaseHTTPRequestHandler):
         if any("stuck" in t for t in texts):
             time.sleep(STUCK_DELAY_S)
         elif any("drain" in t for t in texts):
+            Endpoint.release.wait(STUCK_DELAY_S)
             time.sleep(DRAIN_DELAY_S)
         data = []
         for i, text in enumerate(texts):
@@ -70,15 +76,28 @@ class Endpoint(BaseHTTPRequestHandler):
 @pytest.fixture
 def endpoint() -> Iterator[str]:
     Endpoint.started = []
+    Endpoint.release = threading.Event()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    Endpoint.release.set()
     httpd.shutdown()
     httpd.server_close()
 
 
 def add_request(user: str, content: str) -> write_service_pb2.AddMemoriesRequest:
     return write_service_pb2.AddMemoriesRequest(user_id=user, memories=[write_service_pb2.NewMemory(content=content)])
+
+
+def refuses_new_calls(address: str, md: tuple[tuple[str, str]]) -> bool:
+    """Does a new client's call find the server refusing it? (A read: probing writes nothing.)"""
+    request = write_service_pb2.GetMemoryRequest(user_id="user9", id="0" * 32)
+    with grpc.insecure_channel(address) as fresh:
+        try:
+            write_service_pb2_grpc.WriteServiceStub(fresh).GetMemory(request, metadata=md, timeout=5)
+        except grpc.RpcError as error:
+            return error.code() == grpc.StatusCode.UNAVAILABLE  # else NOT_FOUND: still taking calls
+    return False
 
 
 def test_sigterm_drains_concurrent_calls_cuts_the_stuck_one_and_refuses_new_ones(tmp_path: Path, endpoint: str) -> None:
@@ -103,17 +122,21 @@ def test_sigterm_drains_concurrent_calls_cuts_the_stuck_one_and_refuses_new_ones
         for i, c in enumerate(contents)
     ]
     stuck = writes.AddMemories.future(add_request("user0", "stuck note"), metadata=md, timeout=120)
-    wait_until(lambda: len(Endpoint.started) >= IN_FLIGHT + 1, 20, "every call reached the embedder")
+    wait_until(lambda: len(Endpoint.started) >= IN_FLIGHT + 1, 60, "every call reached the embedder")
     assert not any(f.done() for f in in_flight)
 
     signalled = time.monotonic()
     replica.process.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
+    # However long the signal takes to land, new calls are refused well within the grace period...
+    wait_until(lambda: refuses_new_calls(replica.address, md), GRACE_S / 2, "new calls refused after SIGTERM")
     with grpc.insecure_channel(replica.address) as fresh, pytest.raises(grpc.RpcError) as refused:
         write_service_pb2_grpc.WriteServiceStub(fresh).AddMemories(
             add_request("user9", "drain too late"), metadata=md, timeout=5
         )
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    # ...while the server is still draining: every accepted call is still in flight.
+    assert not any(f.done() for f in in_flight)
+    Endpoint.release.set()
 
     acknowledged: dict[str, str] = {}
     for content, future in zip(contents, in_flight, strict=True):

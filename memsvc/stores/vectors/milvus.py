@@ -16,8 +16,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -84,6 +85,69 @@ class Location:
     collection: str
     partition: str | None
     namespace_term: str | None
+
+
+class _WriteGate:
+    """One write at a time into an embedded Milvus Lite, and no read while it runs.
+
+    Milvus Lite (in this process) does not guard its own writers: an insert appends to the
+    write-ahead log and then to the memtable without a lock, and a flush swaps both under a
+    running insert. Two concurrent upserts interleave their WAL records (recovery drops the
+    log from the first torn record on), and an upsert that straddles a flush lands in the WAL
+    the flush deletes. Either way the vector is searchable until the process dies, then gone
+    after a restart, while its row is already marked indexed, so the reconciler never restores
+    it. Writes (upsert, delete, flush, collection and partition changes) therefore take the gate
+    alone; reads share it, and never see a flush halfway (memtable swapped, segment not yet
+    listed). A Milvus server guards itself: for it the gate lets everything through. There is
+    one gate per process (`_LITE_GATE`): two indexes on one Lite file share its engine.
+    """
+
+    def __init__(self, serialize: bool) -> None:
+        self._serialize = serialize
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        if not self._serialize:
+            yield
+            return
+        with self._cond:
+            # Waiting writers go first: a steady stream of searches must not starve the writes.
+            while self._writing or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        if not self._serialize:
+            yield
+            return
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writing or self._readers:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+_LITE_GATE = _WriteGate(serialize=True)
+_SERVER_GATE = _WriteGate(serialize=False)
 
 
 class _TimedCalls:
@@ -165,6 +229,7 @@ class MilvusVectorIndex:
         self._flush_pending: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._gate = _LITE_GATE if embedded else _SERVER_GATE
 
     @property
     def embedding_version(self) -> str:
@@ -181,11 +246,14 @@ class MilvusVectorIndex:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[[], T]) -> T:
+    async def _call(self, fn: Callable[[], T], *, read: bool = False) -> T:
+        """Run `fn` on the thread pool; a write unless `read` (see _WriteGate)."""
+
         def run() -> T:
             client = self._usable_client()
             try:
-                return fn()
+                with self._gate.reading() if read else self._gate.writing():
+                    return fn()
             except _FAILURES as exc:
                 if not self._reachable(client):
                     self._mark_broken(client)
@@ -412,7 +480,8 @@ class MilvusVectorIndex:
                     # Strong: a write acknowledged by any replica is visible to this search.
                     consistency_level="Strong",
                     **kwargs,
-                )
+                ),
+                read=True,
             )
         except Unavailable:
             if location.partition is None or await self._partition_exists(location):
@@ -423,7 +492,7 @@ class MilvusVectorIndex:
     async def _partition_exists(self, location: Location) -> bool:
         collection, partition = location.collection, location.partition
         assert partition is not None
-        exists = await self._call(lambda: bool(self._api.has_partition(collection, partition)))
+        exists = await self._call(lambda: bool(self._api.has_partition(collection, partition)), read=True)
         if not exists:
             self._ready_partitions.discard((collection, partition))
         return exists
@@ -481,12 +550,13 @@ class MilvusVectorIndex:
                 output_fields=["count(*)"],
                 consistency_level="Strong",
                 **({"partition_names": [location.partition]} if location.partition else {}),
-            )
+            ),
+            read=True,
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
     async def ping(self) -> None:
-        await self._call(lambda: self._api.list_collections())
+        await self._call(lambda: self._api.list_collections(), read=True)
 
     async def close(self) -> None:
         if self._closed:
