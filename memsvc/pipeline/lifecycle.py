@@ -256,32 +256,49 @@ class WriteReview:
         self._contradiction_similarity = contradiction_similarity
         self._candidates = candidates
 
-    async def review(self, namespace: Namespace, content: str, vector: Vector, deadline: Deadline) -> Review:
+    async def review_many(
+        self, namespace: Namespace, items: Sequence[tuple[str, Vector]], deadline: Deadline
+    ) -> list[Review]:
+        """Each new memory against its nearest stored ones: one vector search and one record
+        fetch for the whole call, however many items it holds."""
+        if not items:
+            return []
         try:
-            hits = await deadline.run(
-                self._index.search(namespace, vector, self._candidates, RecallFilter()), "the vector index"
+            found = await deadline.run(
+                self._index.search_many(namespace, [v for _, v in items], self._candidates, RecallFilter()),
+                "the vector index",
             )
         except Unavailable as exc:
             # The record store acknowledges writes while the index is down; review resumes after.
             log.warning("write review skipped: %s", exc.message)
-            return Review()
-        hits = [h for h in hits if h.similarity >= self._contradiction_similarity]
-        if not hits:
-            return Review()
-        rows = await deadline.run(
-            self._store.fetch_memories(namespace, [h.memory_id for h in hits]), "the record store"
-        )
-        by_id = {r.id: r for r in rows if r.retention_status is RetentionStatus.ACTIVE}
-        similarity = {h.memory_id: h.similarity for h in hits}
-        memories = [await open_memory(self._cipher, by_id[h.memory_id]) for h in hits if h.memory_id in by_id]
-        for memory in memories:
-            if is_duplicate(memory.content, content, similarity[memory.id], self._duplicate_similarity):
+            return [Review() for _ in items]
+        near = [[h for h in hits if h.similarity >= self._contradiction_similarity] for hits in found]
+        wanted = list(dict.fromkeys(h.memory_id for hits in near for h in hits))
+        if not wanted:
+            return [Review() for _ in items]
+        rows = await deadline.run(self._store.fetch_memories(namespace, wanted), "the record store")
+        opened = {
+            r.id: await open_memory(self._cipher, r) for r in rows if r.retention_status is RetentionStatus.ACTIVE
+        }
+        return [
+            await self._judge(
+                content, [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened], deadline
+            )
+            for (content, _), hits in zip(items, near, strict=True)
+        ]
+
+    async def _judge(self, content: str, near: Sequence[tuple[Memory, float]], deadline: Deadline) -> Review:
+        """A duplicate among the nearest memories (most similar first), else their contradictions."""
+        for memory, similarity in near:
+            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity):
                 reason = (
-                    f"repeats memory {memory.id} (cosine similarity {similarity[memory.id]:.3f}, same content "
+                    f"repeats memory {memory.id} (cosine similarity {similarity:.3f}, same content "
                     "terms); its confirmation count was raised instead of storing a copy"
                 )
                 return Review(duplicate_of=memory, duplicate_reason=reason)
-        contradictions = await self._detector.contradicted(content, memories, deadline)
+        if not near:
+            return Review()
+        contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline)
         return Review(contradictions=tuple(contradictions))
 
     async def review_batch(

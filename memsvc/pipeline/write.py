@@ -7,7 +7,6 @@ job, so an acknowledged write is never lost.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -86,10 +85,6 @@ class Page:
     next_page_token: str
 
 
-async def _no_review() -> Review:
-    return Review()
-
-
 def _require(principal: Principal, permission: Permission) -> None:
     if not principal.allows(permission):
         raise PermissionDenied(f"this API key lacks the {permission.value} permission")
@@ -151,14 +146,16 @@ class WritePath:
         repeats: list[tuple[int, int, str]] = []  # (item, pending row it repeats, why)
         confirmed_any = False
         # Each item against the stored memories, concurrently; then in order against each other.
-        reviews = await asyncio.gather(
-            *(
-                self._review.review(namespace, item.content, vector, deadline)
-                if self._review is not None and item.idempotency_key not in replayed
-                else _no_review()
-                for item, vector in zip(items, vectors, strict=True)
+        to_review = [
+            i for i, item in enumerate(items) if self._review is not None and item.idempotency_key not in replayed
+        ]
+        reviews = [Review()] * len(items)
+        if self._review is not None and to_review:
+            found = await self._review.review_many(
+                namespace, [(items[i].content, vectors[i]) for i in to_review], deadline
             )
-        )
+            for i, review in zip(to_review, found, strict=True):
+                reviews[i] = review
         for i, (item, vector, review) in enumerate(zip(items, vectors, reviews, strict=True)):
             if item.idempotency_key in replayed:
                 memory = await open_memory(self._cipher, replayed[item.idempotency_key])

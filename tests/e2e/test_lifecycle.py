@@ -129,6 +129,36 @@ def test_a_duplicate_statement_raises_confirmation_instead_of_adding_a_row(serve
     assert get(server, "bob", keyed.memories[0].id).confirmation_count == 1
 
 
+def test_one_call_is_reviewed_in_one_vector_search_and_one_record_fetch(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(server, "lee", "I am allergic to peanuts", "I live in Lisbon", "My sister is called Ana")
+    milvus, store = server.components.index.client, server.components.store
+    searches: list[int] = []
+    fetches: list[int] = []
+    real_search, real_fetch = milvus.search, store.fetch_memories
+
+    def counting_search(*args: Any, **kwargs: Any) -> Any:
+        searches.append(len(kwargs["data"]))
+        return real_search(*args, **kwargs)
+
+    async def counting_fetch(*args: Any, **kwargs: Any) -> Any:
+        fetches.append(len(args[1]))
+        return await real_fetch(*args, **kwargs)
+
+    monkeypatch.setattr(milvus, "search", counting_search)
+    monkeypatch.setattr(store, "fetch_memories", counting_fetch)
+    contents = [f"I visited museum number {n} in Porto" for n in range(10)]
+    response = add(server, "lee", "I am allergic to peanuts", "I moved to Berlin", *contents)
+    # Every item is checked against the stored memories, all in one round trip per store.
+    assert searches == [12] and len(fetches) == 1
+    assert response.results[0].outcome == write_service_pb2.WRITE_OUTCOME_CONFIRMED_EXISTING
+    assert response.results[1].outcome == write_service_pb2.WRITE_OUTCOME_CREATED
+    lisbon = next(m for m in listing(server, "lee") if m.content == "I live in Lisbon")
+    assert lisbon.superseded_by == response.memories[1].id
+    assert response.created == [False, True, *([True] * 10)]
+
+
 def test_repeats_and_contradictions_within_one_call_and_back_dated_statements(server: RunningServer) -> None:
     response = add(
         server, "kim", "I am allergic to peanuts", "I am allergic to peanuts", "I live in Lisbon", "I moved to Berlin"

@@ -460,9 +460,14 @@ class MilvusVectorIndex:
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
     ) -> list[VectorHit]:
+        return (await self.search_many(namespace, [vector], limit, recall_filter))[0]
+
+    async def search_many(
+        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, recall_filter: RecallFilter
+    ) -> list[list[VectorHit]]:
         location = await self._locate(namespace.digest, create=False)
-        if location is None:
-            return []
+        if location is None or not vectors:
+            return [[] for _ in vectors]
         terms = filter_expression(recall_filter)
         if location.namespace_term is not None:
             terms.insert(0, location.namespace_term)
@@ -472,7 +477,7 @@ class MilvusVectorIndex:
             result = await self._call(
                 lambda: self._api.search(
                     location.collection,
-                    data=[vector.tolist()],
+                    data=[v.tolist() for v in vectors],
                     limit=limit,
                     filter=expression,
                     output_fields=[],
@@ -486,8 +491,8 @@ class MilvusVectorIndex:
         except Unavailable:
             if location.partition is None or await self._partition_exists(location):
                 raise
-            return []  # another replica dropped the partition (ForgetUser): nothing to find
-        return [VectorHit(str(hit["id"]), float(hit["distance"])) for hit in result[0]]
+            return [[] for _ in vectors]  # another replica dropped the partition (ForgetUser)
+        return [[VectorHit(str(hit["id"]), float(hit["distance"])) for hit in hits] for hits in result]
 
     async def _partition_exists(self, location: Location) -> bool:
         collection, partition = location.collection, location.partition
