@@ -338,9 +338,7 @@ async def build_components(
             limits=limits,
             default_page_size=settings.default_page_size,
         ),
-        maintenance=Maintenance(
-            store=store, writes=writes, embedder=embedder, cipher=cipher, policy=maintenance_policy(settings)
-        ),
+        maintenance=Maintenance(store=store, writes=writes, cipher=cipher, policy=maintenance_policy(settings)),
     )
 
 

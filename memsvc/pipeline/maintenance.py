@@ -33,7 +33,6 @@ from memsvc.domain.models import (
     StoredMemory,
     Tier,
 )
-from memsvc.embeddings.base import Embedder
 from memsvc.errors import MemsvcError
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.hydrate import open_memory
@@ -116,14 +115,12 @@ class Maintenance:
         *,
         store: RecordStore,
         writes: WritePath,
-        embedder: Embedder,
         cipher: EnvelopeCipher,
         policy: MaintenancePolicy,
         holder: str | None = None,
     ) -> None:
         self._store = store
         self._writes = writes
-        self._embedder = embedder
         self._cipher = cipher
         self._policy = policy
         self.holder = holder or default_holder()
@@ -234,8 +231,7 @@ class Maintenance:
             by_namespace[row.namespace].append(row)
         for namespace, group in by_namespace.items():
             contents = [(await open_memory(self._cipher, row)).content for row in group]
-            vectors = await self._embedder.embed(contents)
-            await self._writes.index_rows(namespace, list(zip(group, vectors, strict=True)))
+            await self._writes.reindex(namespace, list(zip(group, contents, strict=True)))
             await self._writes.invalidate(namespace)
 
     # -- the in-process scheduler (embedded default) -------------------------------------------

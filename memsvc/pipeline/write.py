@@ -326,9 +326,7 @@ class WritePath:
             row = await self._store.update_memory(namespace, old.id, changes, now, version)
             if row is not None:
                 updated.append((row, old.content))
-        if updated:
-            vectors = await self._embedder.embed([content for _, content in updated])
-            await self._index_rows(namespace, [(row, v) for (row, _), v in zip(updated, vectors, strict=True)])
+        await self.reindex(namespace, updated)
 
     @property
     def embedding_version(self) -> str:
@@ -339,6 +337,24 @@ class WritePath:
     ) -> None:
         """Index stored rows (postings and vectors); the reconciler finishes if this fails."""
         await self._index_rows(namespace, rows, texts)
+
+    async def reindex(self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, str]]) -> None:
+        """Rewrite the index entries of rows whose indexed attributes changed (status, tier).
+
+        The content did not change, so the stored vector is reused; only a row the index has no
+        vector for (never indexed, or the index unreachable) is embedded again from `content`.
+        """
+        if not rows:
+            return
+        try:
+            stored = await self._index.vectors(namespace, [row.id for row, _ in rows])
+        except MemsvcError:
+            stored = {}
+        missing = [(row, content) for row, content in rows if row.id not in stored]
+        if missing:
+            fresh = await self._embedder.embed([content for _, content in missing])
+            stored.update({row.id: v for (row, _), v in zip(missing, fresh, strict=True)})
+        await self._index_rows(namespace, [(row, stored[row.id]) for row, _ in rows])
 
     async def invalidate(self, namespace: Namespace) -> None:
         """Drop cached query results of a namespace whose rows changed outside a write RPC."""

@@ -159,6 +159,32 @@ def test_one_call_is_reviewed_in_one_vector_search_and_one_record_fetch(
     assert response.created == [False, True, *([True] * 10)]
 
 
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_a_superseded_memory_keeps_its_stored_vector(server_factory: ServerFactory, placement: str) -> None:
+    s = server_factory(vector_placement=placement)
+    old = add(s, "max", "I live in Lisbon", "I play the cello").memories[0]
+    embedded: list[list[str]] = []
+    embedder = s.components.embedder
+    real_embed = embedder.embed
+
+    async def counting_embed(texts: Any) -> Any:
+        embedded.append(list(texts))
+        return await real_embed(texts)
+
+    embedder.embed = counting_embed  # type: ignore[method-assign]
+    try:
+        new = add(s, "max", "I moved to Berlin").memories[0]
+    finally:
+        embedder.embed = real_embed  # type: ignore[method-assign]
+    assert get(s, "max", old.id).superseded_by == new.id
+    # Only the new statement was embedded: the superseded one was re-indexed with its stored vector.
+    assert embedded == [["I moved to Berlin"]]
+    found = query(s, "max", "which city in Portugal did I live in", include_inactive=True)
+    assert old.id in [r.memory.id for r in found.memories]
+    active = query(s, "max", "which city in Portugal did I live in")
+    assert old.id not in [r.memory.id for r in active.memories]
+
+
 def test_repeats_and_contradictions_within_one_call_and_back_dated_statements(server: RunningServer) -> None:
     response = add(
         server, "kim", "I am allergic to peanuts", "I am allergic to peanuts", "I live in Lisbon", "I moved to Berlin"
@@ -275,7 +301,6 @@ def test_the_maintenance_job_is_idempotent_and_safe_on_two_replicas(server: Runn
         return Maintenance(
             store=second_store if own_store else components.store,
             writes=components.writes,
-            embedder=components.embedder,
             cipher=components.cipher,
             policy=components.maintenance._policy,
             holder=holder,

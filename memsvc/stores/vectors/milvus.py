@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
 from grpc import RpcError
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -493,6 +494,25 @@ class MilvusVectorIndex:
                 raise
             return [[] for _ in vectors]  # another replica dropped the partition (ForgetUser)
         return [[VectorHit(str(hit["id"]), float(hit["distance"])) for hit in hits] for hits in result]
+
+    async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        location = await self._locate(namespace.digest, create=False)
+        if location is None or not memory_ids:
+            return {}
+        ids = list(memory_ids)
+        kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
+        if location.namespace_term is not None:
+            # A shared collection: only rows of this namespace, whatever ids were asked for.
+            expression = f"({location.namespace_term}) and id in [{', '.join(quote(i) for i in ids)}]"
+            rows = await self._call(
+                lambda: self._api.query(location.collection, filter=expression, output_fields=["vector"], **kwargs),
+                read=True,
+            )
+        else:
+            rows = await self._call(
+                lambda: self._api.get(location.collection, ids=ids, output_fields=["vector"], **kwargs), read=True
+            )
+        return {str(row["id"]): np.asarray(row["vector"], dtype=np.float32) for row in rows}
 
     async def _partition_exists(self, location: Location) -> bool:
         collection, partition = location.collection, location.partition
