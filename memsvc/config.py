@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -72,11 +73,14 @@ class Settings(BaseSettings):
     embedding_provider: Literal["local", "openai"] = "local"
     embedding_model_path: str = ""
     embedding_model_name: str = "all-MiniLM-L6-v2"
-    # The local model's forward pass: sentence-transformers on torch, or the same model exported
-    # to ONNX Runtime (fp32, or int8 weights: a different embedding version, so a new vector
-    # collection). docs/performance.md compares their latency and LoCoMo recall.
-    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "torch"
-    # Where ONNX exports are cached (exported once per model and runtime); empty: data_dir/onnx.
+    # The local model's forward pass: the model exported to ONNX Runtime (fp32: the torch
+    # vectors, about half the query latency, and one native call per batch, so Python threads
+    # never stall it between operations), sentence-transformers on torch, or int8 weights (a
+    # different embedding version, so a new vector collection). docs/performance.md compares them.
+    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "onnx"
+    # Where ONNX exports are cached (exported once per model and runtime, shared by every data
+    # directory of the machine); empty: $XDG_CACHE_HOME/memsvc/onnx, else ~/.cache/memsvc/onnx.
+    # An image bakes the export in and points this at it (deploy/Containerfile).
     embedding_onnx_dir: Path | None = None
     # ONNX Runtime threads for one batch; 0 uses every CPU this process may run on. Set it to the
     # container's CPU limit where the pod sees more cores than it may use.
@@ -215,7 +219,10 @@ class Settings(BaseSettings):
 
     @property
     def resolved_onnx_dir(self) -> Path:
-        return self.embedding_onnx_dir or self.data_dir / "onnx"
+        if self.embedding_onnx_dir is not None:
+            return self.embedding_onnx_dir
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(cache) / "memsvc" / "onnx"
 
     @property
     def dev_key_path(self) -> Path:

@@ -62,9 +62,16 @@ def embedder(loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory, 
 
 
 @pytest.fixture(scope="session")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One ONNX export cache for the session: each ONNX runtime exports once, every test reuses it."""
-    return tmp_path_factory.mktemp("onnx")
+def onnx_dir() -> Path:
+    """The machine's ONNX export cache (MEMSVC_EMBEDDING_ONNX_DIR, else ~/.cache/memsvc/onnx): each
+    runtime exports once per model, and every test and server process reuses the file."""
+    return Settings().resolved_onnx_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_ready(embedder: Any) -> None:
+    """Build the shared model (and its ONNX export) before any test: server processes started by
+    the tests then find the export in place instead of each exporting it at start-up."""
 
 
 @dataclass

@@ -175,14 +175,14 @@ def main() -> None:
                 sparse_samples,
                 lambda qv=qv: client.search(
                     "lex", data=[qv], anns_field="sparse", limit=args.k, partition_names=["p_u1"],
-                    search_params={"metric_type": "IP"}, output_fields=[],
+                    search_params={"metric_type": "IP"}, output_fields=["id"],
                 ),
             )  # fmt: skip
         timed(
             dense_samples,
             lambda qd=qdense: client.search(
                 "lex", data=[np.asarray(qd).tolist()], anns_field="vector", limit=args.k, partition_names=["p_u1"],
-                search_params={"metric_type": "COSINE"}, output_fields=[],
+                search_params={"metric_type": "COSINE"}, output_fields=["id"],
             ),
         )  # fmt: skip
     client.close()

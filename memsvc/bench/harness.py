@@ -407,7 +407,7 @@ def measure_floor(bench: BenchServer, pairs: Sequence[tuple[str, str]], *, embed
             data=[vector.tolist()],
             limit=k,
             filter=expression,
-            output_fields=[],
+            output_fields=["id"],
             search_params={"metric_type": "COSINE"},
             consistency_level="Strong",
             **partitions,

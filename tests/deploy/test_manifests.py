@@ -466,6 +466,8 @@ def test_container_image_matches_the_manifests() -> None:
     makefile_pin = re.search(r"^TORCH\s*:=\s*(torch==\S+)", (REPO / "Makefile").read_text(), re.MULTILINE)
     assert makefile_pin, "the Makefile pins torch"
     assert makefile_pin.group(1) in recipe
+    # The ONNX export is made at build time where the server will look for it.
+    assert recipe.count("MEMSVC_EMBEDDING_ONNX_DIR=/opt/memsvc/onnx") == 2
 
 
 @pytest.mark.parametrize("values", sorted((DEPLOY / "dependencies").glob("*.yaml")), ids=lambda p: p.name)

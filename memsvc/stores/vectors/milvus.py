@@ -481,7 +481,9 @@ class MilvusVectorIndex:
                     data=[v.tolist() for v in vectors],
                     limit=limit,
                     filter=expression,
-                    output_fields=[],
+                    # Only the id: Milvus Lite reads an empty list as every field, vector included,
+                    # and serialising 50 vectors per search cost it 2 of its 6 ms.
+                    output_fields=["id"],
                     search_params={"metric_type": "COSINE"},
                     # Strong: a write acknowledged by any replica is visible to this search.
                     consistency_level="Strong",
