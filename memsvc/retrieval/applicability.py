@@ -5,21 +5,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memsvc.domain.models import MemoryKind, Principal, RankedMemory, RetentionStatus, Role, utc_from_s
 from memsvc.llm.client import Llm
 from memsvc.llm.dates import TimeWindow, parse_time_window
-from memsvc.llm.heuristics import declarative, key_terms, split_query
+from memsvc.llm.heuristics import declarative, split_query
 from memsvc.llm.needs import NEEDS, NeedReport, detect_needs
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
-from memsvc.llm.text import extract_keywords, salient_terms, stem, stems
+from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_terms
 from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
 from memsvc.pipeline.query import QueryOutcome, QueryPipeline
 from memsvc.pipeline.rank import Ranking
 from memsvc.pipeline.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, rrf, search_all
+from memsvc.stores.lexical.analysis import Analyzer
 
 # Seed 002's final score: applicability dominates, retrieval only corroborates.
 W_APPLICABILITY = 0.65
@@ -27,6 +28,33 @@ W_RETRIEVAL = 0.15
 W_VITALITY = 0.10
 W_CONFIRMATION = 0.10
 _MAX_QUERIES = 8
+
+
+@dataclass(frozen=True)
+class TermMatcher:
+    """Which words of a question a memory contains, matched as the lexical index matches them
+    (Snowball stems: "running" is "run"), with hyphenated compounds also joined ("de-stress"
+    matches "destress"). The offline estimate used a lighter suffix stripper before, which
+    missed irregular stems and compounds the index itself would have matched."""
+
+    analyzer: Analyzer = field(default_factory=Analyzer)
+
+    def of(self, text: str) -> set[str]:
+        found = set(self.analyzer.terms(text))
+        if "-" in text:
+            found.update(self.analyzer.terms(text.replace("-", "")))
+        return found
+
+    def one(self, word: str) -> str:
+        terms = self.analyzer.terms(word.replace("-", ""))
+        return terms[0] if terms else normalise(word)
+
+    def keys(self, query: str) -> list[str]:
+        """Stems a complete answer should mention: named entities and specific content words."""
+        return list(dict.fromkeys(self.one(t) for t in extract_keywords(query).key_terms if t not in WEAK_WORDS))
+
+    def entities(self, query: str) -> set[str]:
+        return {self.one(w) for e in extract_keywords(query).entities for w in e.split()}
 
 
 @dataclass(frozen=True)
@@ -114,6 +142,7 @@ class Applicability:
         self._pipeline = pipeline
         self._llm = llm
         self._pool = pool
+        self._terms = TermMatcher()
 
     async def analyse(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> Analysis:
         now = time.time()
@@ -211,9 +240,10 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "applicability"):
             judged = await self._llm_scores(request, analysis, ranked, report, deadline)
             scored: list[tuple[RankedMemory, float, float]] = []
-            weights = pool_term_weights(plan.query, ranked)
-            for i, r in enumerate(ranked, start=1):
-                estimate = offline_applicability(r, plan.query, analysis, context_terms, weights)
+            words = [self._terms.of(r.memory.content) for r in ranked]
+            weights = pool_term_weights(plan.query, words, self._terms)
+            for i, (r, found) in enumerate(zip(ranked, words, strict=True), start=1):
+                estimate = offline_applicability(r, found, plan.query, analysis, context_terms, self._terms, weights)
                 app = judged.get(i, estimate) if judged else estimate
                 final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis)
                 scored.append((replace(r, score=final), app, final))
@@ -258,16 +288,15 @@ class Applicability:
         return got or {}
 
 
-def pool_term_weights(query: str, ranked: Sequence[RankedMemory]) -> dict[str, float]:
+def pool_term_weights(query: str, docs: Sequence[set[str]], terms: TermMatcher) -> dict[str, float]:
     """Each key term of the query weighted by how well it tells the candidates apart.
 
     An entity counts double, scaled like every term by its inverse document frequency within
-    the candidate pool: a name that occurs in most candidates (a speaker's own name, a
-    user's recurring subject) says little about which of them answers.
+    the candidate pool (`docs`: each candidate's terms): a name that occurs in most candidates
+    (a speaker's own name, a user's recurring subject) says little about which of them answers.
     """
-    keys = key_terms(query)
-    entity_keys = {stem(w) for e in extract_keywords(query).entities for w in e.split()}
-    docs = [stems(r.memory.content) for r in ranked]
+    keys = terms.keys(query)
+    entity_keys = terms.entities(query)
     n = len(docs)
     out: dict[str, float] = {}
     for k in keys:
@@ -279,26 +308,28 @@ def pool_term_weights(query: str, ranked: Sequence[RankedMemory]) -> dict[str, f
 
 def offline_applicability(
     r: RankedMemory,
+    words: set[str],
     query: str,
     analysis: Analysis,
     context_terms: Sequence[str],
+    terms: TermMatcher,
     term_weights: Mapping[str, float] | None = None,
 ) -> float:
-    """Without an LLM: term overlap with the query and conversation, similarity, role and time fit.
+    """Without an LLM: term overlap (`words`: the memory's terms) with the query and conversation,
+    similarity, role and time fit.
 
     Overlap (key terms weighted by pool IDF) outweighs similarity: every candidate of the pool
     was already recalled by similarity, so coverage of the question's distinctive terms is what
     still tells them apart.
     """
     m = r.memory
-    words = stems(m.content)
-    keys = key_terms(query)
-    entity_keys = {stem(w) for e in extract_keywords(query).entities for w in e.split()}
+    keys = terms.keys(query)
+    entity_keys = terms.entities(query)
     if term_weights is None:
         term_weights = {k: 2.0 if k in entity_keys else 1.0 for k in keys}
     weight = sum(term_weights.get(k, 0.0) for k in keys)
     overlap = sum(term_weights.get(k, 0.0) for k in keys if k in words) / weight if weight else 0.0
-    context = sum(1 for t in context_terms if stem(t) in words) / len(context_terms) if context_terms else 0.0
+    context = sum(1 for t in context_terms if terms.one(t) in words) / len(context_terms) if context_terms else 0.0
     semantic = min(1.0, r.breakdown.semantic / 0.7)
     if analysis.needs.wants_assistant_turns:
         role = 1.0 if m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION else 0.2

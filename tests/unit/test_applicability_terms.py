@@ -1,0 +1,39 @@
+"""The offline applicability estimate matches words as the lexical index does."""
+
+from __future__ import annotations
+
+import time
+
+from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
+from memsvc.retrieval.applicability import TermMatcher, analyse_offline, offline_applicability, pool_term_weights
+
+NS = Namespace("acme", "default", "development", "u1")
+
+
+def ranked(memory_id: str, content: str) -> RankedMemory:
+    return RankedMemory(Memory(id=memory_id, namespace=NS, content=content), 0.5, ScoreBreakdown(semantic=0.5))
+
+
+def test_terms_are_the_index_stems_with_hyphenated_compounds_joined() -> None:
+    terms = TermMatcher()
+    found = terms.of("I've been running farther to de-stress")
+    assert {"run", "farther", "stress", "destress"} <= found
+    assert terms.keys("What does Melanie do to destress?") == ["melani", "destress"]
+    assert terms.entities("What does Melanie do to destress?") == {"melani"}
+
+
+def test_a_memory_holding_the_questions_term_as_a_compound_scores_higher() -> None:
+    query = "What does Melanie do to destress?"
+    analysis = analyse_offline(query, [], time.time())
+    terms = TermMatcher()
+    answer = ranked("a", "Melanie: running farther helps me de-stress")
+    other = ranked("b", "Melanie: work has been so stressful lately")
+    words = [terms.of(answer.memory.content), terms.of(other.memory.content)]
+    weights = pool_term_weights(query, words, terms)
+    # The name is in both, so the pool IDF weighs it below the term that tells them apart.
+    assert weights["destress"] > weights["melani"]
+    scores = [
+        offline_applicability(r, w, query, analysis, [], terms, weights)
+        for r, w in zip([answer, other], words, strict=True)
+    ]
+    assert scores[0] > scores[1]
