@@ -145,7 +145,7 @@ class WritePath:
         batch: list[tuple[Memory, Any]] = []  # this call's new memories, for repeats within the call
         repeats: list[tuple[int, int, str]] = []  # (item, pending row it repeats, why)
         confirmed_any = False
-        # Each item against the stored memories, concurrently; then in order against each other.
+        # Every item against the stored memories in one search; then in order against each other.
         to_review = [
             i for i, item in enumerate(items) if self._review is not None and item.idempotency_key not in replayed
         ]
