@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memsvc.crypto.envelope import EnvelopeCipher
-from memsvc.domain.models import Memory, Namespace, RetentionStatus, SealedContent, StoredMemory
+from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, SealedContent, StoredMemory
 from memsvc.pipeline.context import Deadline, QueryPlan
 from memsvc.pipeline.recall import Candidate
 from memsvc.stores.records.base import RecordStore
@@ -16,16 +16,21 @@ from memsvc.stores.records.base import RecordStore
 async def open_memory(cipher: EnvelopeCipher, stored: StoredMemory) -> Memory:
     """Decrypt a stored row into a domain memory."""
     sealed = SealedContent.from_bytes(await cipher.open(stored.namespace, stored.id, stored.ciphertext))
+    return memory_of(stored, sealed)
+
+
+def memory_of(stored: StoredMemory, sealed: SealedContent | None = None) -> Memory:
+    """A stored row as a domain memory; without `sealed`, content and metadata stay empty."""
     return Memory(
         id=stored.id,
         namespace=stored.namespace,
-        content=sealed.content,
+        content=sealed.content if sealed is not None else "",
         role=stored.role,
         kind=stored.kind,
         tags=stored.tags,
         session_id=stored.session_id,
         importance=stored.importance,
-        metadata=sealed.metadata,
+        metadata=sealed.metadata if sealed is not None else {},
         tier=stored.tier,
         created_at=stored.created_at,
         updated_at=stored.updated_at,
@@ -61,8 +66,11 @@ def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
 
 @dataclass(frozen=True)
 class Hydrated:
+    """A candidate with its row. `sealed` holds the row when the content is not decrypted yet."""
+
     memory: Memory
     candidate: Candidate
+    sealed: StoredMemory | None = None
 
 
 class HydrateStage:
@@ -70,8 +78,14 @@ class HydrateStage:
         self._store = store
         self._cipher = cipher
 
-    async def fetch(self, namespace: Namespace, candidates: Sequence[Candidate], deadline: Deadline) -> list[Hydrated]:
-        """Rows for the candidates in candidate order; ids with no row (stale vectors) are skipped."""
+    async def fetch(
+        self, namespace: Namespace, candidates: Sequence[Candidate], deadline: Deadline, decrypt: bool = True
+    ) -> list[Hydrated]:
+        """Rows for the candidates in candidate order; ids with no row (stale vectors) are skipped.
+
+        With `decrypt=False` the content stays sealed (`open_ranked` opens the few that are
+        returned): ranking reads only the plaintext columns.
+        """
         rows = await deadline.run(
             self._store.fetch_memories(namespace, [c.memory_id for c in candidates]), "the record store"
         )
@@ -81,11 +95,27 @@ class HydrateStage:
             row = by_id.get(candidate.memory_id)
             if row is None or row.namespace != namespace:
                 continue
-            out.append(Hydrated(await open_memory(self._cipher, row), candidate))
+            if decrypt:
+                out.append(Hydrated(await open_memory(self._cipher, row), candidate))
+            else:
+                out.append(Hydrated(memory_of(row), candidate, sealed=row))
         return out
 
-    async def run(self, plan: QueryPlan, candidates: Sequence[Candidate], deadline: Deadline) -> list[Hydrated]:
-        hydrated = await self.fetch(plan.namespace, candidates, deadline)
+    async def open_ranked(self, ranked: Sequence[RankedMemory], hydrated: Sequence[Hydrated]) -> list[RankedMemory]:
+        """Decrypt the content of the memories ranking kept (hydrated with `decrypt=False`)."""
+        rows = {h.memory.id: h.sealed for h in hydrated if h.sealed is not None}
+        out = []
+        for r in ranked:
+            row = rows.get(r.memory.id)
+            out.append(r if row is None else replace(r, memory=await open_memory(self._cipher, row)))
+        return out
+
+    async def run(
+        self, plan: QueryPlan, candidates: Sequence[Candidate], deadline: Deadline, decrypt: bool = True
+    ) -> list[Hydrated]:
+        # A metadata filter reads the sealed metadata: then every candidate is opened here.
+        decrypt = decrypt or bool(plan.memory_filter.metadata)
+        hydrated = await self.fetch(plan.namespace, candidates, deadline, decrypt)
         # The row is the truth: a vector whose attributes lag its row (a supersession or tier
         # move not yet re-indexed) never lets a superseded or wrong-tier memory through.
         memory_filter = plan.memory_filter

@@ -168,8 +168,11 @@ class QueryPipeline:
         `matched` names the queries that found each memory id; `rerank` lets a mode order all
         ranked candidates its own way before the limit, bookkeeping and the cache apply.
         """
+        # Without a mode's rerank (which reads every candidate's content), only the memories
+        # ranking keeps are decrypted: the rank stage reads plaintext columns alone.
+        decrypt_all = rerank is not None
         with stage_span(self.tracer, report, "hydrate") as span:
-            hydrated = await self.hydrate.run(plan, candidates, deadline)
+            hydrated = await self.hydrate.run(plan, candidates, deadline, decrypt=decrypt_all)
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         now = time.time()
         with stage_span(self.tracer, report, "rank") as span:
@@ -184,6 +187,12 @@ class QueryPipeline:
             report.dropped_by_importance = ranking.dropped_by_importance
             span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
             span.set_attribute("memsvc.results", len(ranking.memories))
+        if not decrypt_all:
+            started = time.perf_counter()
+            with self.tracer.start_as_current_span("memsvc.hydrate.open") as span:
+                ranking = replace(ranking, memories=await self.hydrate.open_ranked(ranking.memories, hydrated))
+                span.set_attribute("memsvc.results", len(ranking.memories))
+            report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
         if report.degraded:
             slot = None  # a degraded answer is not cached: the full one comes back with the index
         with stage_span(self.tracer, report, "bookkeep") as span:

@@ -335,3 +335,35 @@ def test_update_delete_and_forget(server: RunningServer) -> None:
     namespace = Namespace("acme", "default", "development", "judy")
     assert server.run(server.components.store.get_data_key(namespace)) is None
     assert server.run(server.components.index.count(namespace)) == 0
+
+
+def test_a_direct_query_decrypts_only_what_it_returns(server: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    for n in range(4):
+        add(
+            server,
+            "dee",
+            *[f"Trip {n}-{i}: we hiked a mountain trail near lake {i}" for i in range(8)],
+            metadata={"trip": str(n)},
+        )
+    cipher = server.components.cipher
+    real_open = cipher.open
+    opened: list[str] = []
+
+    async def counting_open(namespace: Namespace, memory_id: str, ciphertext: bytes) -> bytes:
+        opened.append(memory_id)
+        return await real_open(namespace, memory_id, ciphertext)
+
+    monkeypatch.setattr(cipher, "open", counting_open)
+    response = query(server, "dee", "mountain trail hike", limit=3, filter=all_filter(), skip_cache=True)
+    returned = [m.memory.id for m in response.memories]
+    assert len(returned) == 3 and all(m.memory.content.startswith("Trip ") for m in response.memories)
+    # Ranking read plaintext columns only: the candidates it dropped were never decrypted.
+    assert response.report.candidates_recalled > 3
+    assert sorted(opened) == sorted(returned)
+    # A metadata filter needs every candidate's sealed metadata, and gets it.
+    opened.clear()
+    wanted = memory_pb2.MemoryFilter(min_importance=0.0)
+    wanted.metadata.update({"trip": "2"})
+    response = query(server, "dee", "mountain trail hike", limit=3, filter=wanted, skip_cache=True)
+    assert [m.memory.content[:7] for m in response.memories] == ["Trip 2-"] * 3
+    assert len(opened) > 3
