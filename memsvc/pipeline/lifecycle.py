@@ -10,6 +10,7 @@ is configured (falling back to the rules when it cannot answer).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,7 +33,7 @@ from memsvc.domain.models import (
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.facts import extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.facts import Claim, extract_claims, find_conflict, is_duplicate
 from memsvc.pipeline.hydrate import open_memory
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import RecallFilter, VectorIndex
@@ -161,17 +162,37 @@ class ContradictionDetector(Protocol):
 
 
 class RuleDetector:
-    """Offline: subject/attribute/value claims extracted by rules (memsvc/pipeline/facts.py)."""
+    """Offline: subject/attribute/value claims extracted by rules (memsvc/pipeline/facts.py).
+
+    A write call compares each new statement with its nearest stored memories and with the
+    call's earlier items, so the same texts come back many times: their claims are kept in a
+    small LRU (by content) instead of being parsed again each time.
+    """
+
+    def __init__(self, cache_entries: int = 4096) -> None:
+        self._claims: OrderedDict[str, tuple[Claim, ...]] = OrderedDict()
+        self._cache_entries = cache_entries
+
+    def claims(self, text: str) -> tuple[Claim, ...]:
+        found = self._claims.get(text)
+        if found is None:
+            found = tuple(extract_claims(text))
+            self._claims[text] = found
+            if len(self._claims) > self._cache_entries:
+                self._claims.popitem(last=False)
+        else:
+            self._claims.move_to_end(text)
+        return found
 
     async def contradicted(
         self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
     ) -> list[Contradiction]:
-        new_claims = extract_claims(new_content)
+        new_claims = self.claims(new_content)
         if not new_claims:
             return []
         out: list[Contradiction] = []
         for candidate in candidates:
-            conflict = find_conflict(extract_claims(candidate.content), new_claims)
+            conflict = find_conflict(self.claims(candidate.content), new_claims)
             if conflict is not None:
                 out.append(Contradiction(candidate, conflict.describe()))
         return out

@@ -109,3 +109,23 @@ def test_importance_rises_for_health_and_personal_facts_and_says_why() -> None:
     assert "health or safety" in allergy.reason
     assert "personal fact (residence)" in moved.reason
     assert estimate_importance("ok thanks", Role.USER, MemoryKind.FACT).reason == "small talk"
+
+
+def test_the_rule_detector_parses_each_text_once_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsvc.pipeline import lifecycle
+
+    parsed: list[str] = []
+    real = lifecycle.extract_claims
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(lifecycle, "extract_claims", counting)
+    detector = lifecycle.RuleDetector(cache_entries=2)
+    assert detector.claims("I live in Lisbon") == detector.claims("I live in Lisbon")
+    assert parsed == ["I live in Lisbon"]
+    detector.claims("I live in Porto")
+    detector.claims("I live in Faro")  # evicts the least recently used text
+    detector.claims("I live in Lisbon")
+    assert parsed == ["I live in Lisbon", "I live in Porto", "I live in Faro", "I live in Lisbon"]
