@@ -290,13 +290,14 @@ async def build_components(
         lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
         rrf_k=settings.rrf_k,
     )
+    page_tokens = PageTokens(ring.derive("page-token"))
     writes = WritePath(
         store=store,
         index=index,
         embedder=embedder,
         cipher=cipher,
         result_cache=result_cache,
-        page_tokens=PageTokens(ring.derive("page-token")),
+        page_tokens=page_tokens,
         limits=limits,
         default_page_size=settings.default_page_size,
         lexical=lexical_writer,
@@ -334,7 +335,7 @@ async def build_components(
             embedder=embedder,
             writes=writes,
             result_cache=result_cache,
-            page_tokens=PageTokens(ring.derive("page-token")),
+            page_tokens=page_tokens,
             limits=limits,
             default_page_size=settings.default_page_size,
         ),

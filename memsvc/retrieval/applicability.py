@@ -242,8 +242,9 @@ class Applicability:
             scored: list[tuple[RankedMemory, float, float]] = []
             words = [self._terms.of(r.memory.content) for r in ranked]
             weights = pool_term_weights(plan.query, words, self._terms)
+            context_keys = [self._terms.one(t) for t in context_terms]
             for i, (r, found) in enumerate(zip(ranked, words, strict=True), start=1):
-                estimate = offline_applicability(r, found, plan.query, analysis, context_terms, self._terms, weights)
+                estimate = offline_applicability(r, found, analysis, context_keys, weights)
                 app = judged.get(i, estimate) if judged else estimate
                 final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis)
                 scored.append((replace(r, score=final), app, final))
@@ -309,27 +310,22 @@ def pool_term_weights(query: str, docs: Sequence[set[str]], terms: TermMatcher) 
 def offline_applicability(
     r: RankedMemory,
     words: set[str],
-    query: str,
     analysis: Analysis,
-    context_terms: Sequence[str],
-    terms: TermMatcher,
-    term_weights: Mapping[str, float] | None = None,
+    context_keys: Sequence[str],
+    term_weights: Mapping[str, float],
 ) -> float:
-    """Without an LLM: term overlap (`words`: the memory's terms) with the query and conversation,
-    similarity, role and time fit.
+    """Without an LLM: term overlap (`words`: the memory's terms) with the query's key terms (the
+    keys of `term_weights`) and the conversation's (`context_keys`, stemmed), similarity, role
+    and time fit.
 
     Overlap (key terms weighted by pool IDF) outweighs similarity: every candidate of the pool
     was already recalled by similarity, so coverage of the question's distinctive terms is what
     still tells them apart.
     """
     m = r.memory
-    keys = terms.keys(query)
-    entity_keys = terms.entities(query)
-    if term_weights is None:
-        term_weights = {k: 2.0 if k in entity_keys else 1.0 for k in keys}
-    weight = sum(term_weights.get(k, 0.0) for k in keys)
-    overlap = sum(term_weights.get(k, 0.0) for k in keys if k in words) / weight if weight else 0.0
-    context = sum(1 for t in context_terms if terms.one(t) in words) / len(context_terms) if context_terms else 0.0
+    weight = sum(term_weights.values())
+    overlap = sum(w for k, w in term_weights.items() if k in words) / weight if weight else 0.0
+    context = sum(1 for t in context_keys if t in words) / len(context_keys) if context_keys else 0.0
     semantic = min(1.0, r.breakdown.semantic / 0.7)
     if analysis.needs.wants_assistant_turns:
         role = 1.0 if m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION else 0.2

@@ -32,8 +32,5 @@ def test_a_memory_holding_the_questions_term_as_a_compound_scores_higher() -> No
     weights = pool_term_weights(query, words, terms)
     # The name is in both, so the pool IDF weighs it below the term that tells them apart.
     assert weights["destress"] > weights["melani"]
-    scores = [
-        offline_applicability(r, w, query, analysis, [], terms, weights)
-        for r, w in zip([answer, other], words, strict=True)
-    ]
+    scores = [offline_applicability(r, w, analysis, [], weights) for r, w in zip([answer, other], words, strict=True)]
     assert scores[0] > scores[1]
