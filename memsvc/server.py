@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from pymilvus import MilvusClient
 
 from memsvc.api.server import MemoryServer
 from memsvc.config import Settings
@@ -58,7 +57,7 @@ from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
+from memsvc.stores.vectors.milvus import Client, MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
 
 if TYPE_CHECKING:
@@ -235,7 +234,7 @@ async def build_components(
     embedder = embedder or build_embedder(settings)
     await warn_on_other_embedding_version(store, embedder.version)
 
-    def milvus_client() -> MilvusClient:
+    def milvus_client() -> Client:
         return connect_milvus(
             settings.resolved_milvus_uri,
             settings.milvus_token.get_secret_value(),

@@ -12,9 +12,9 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from milvus_lite.server_manager import server_manager_instance
 
 from memsvc.domain.models import Namespace
+from memsvc.stores.vectors.milvus import MilvusVectorIndex
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer
 
@@ -87,17 +87,18 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str, every_s: 
 class LiteIndexOutage:
     """Takes the embedded Milvus Lite of a server away, and brings it back.
 
-    Milvus Lite runs as a gRPC server inside the memsvc process, started by pymilvus for the
-    `.db` path. The outage stops that server and puts an unopenable file where its data
-    directory was, so no reconnect can start it again until `restore`.
+    Milvus Lite runs inside the memsvc process, opened on the data directory of the `.db` path.
+    The outage closes it under the running index and puts an unopenable file where its data
+    directory was, so no reconnect can open it again until `restore`.
     """
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, index: MilvusVectorIndex, db_path: Path) -> None:
+        self.index = index
         self.path = db_path.resolve()
         self.away = self.path.with_name(self.path.name + ".away")
 
     def start(self) -> None:
-        server_manager_instance.release_server(str(self.path))
+        self.index.client.close()
         os.rename(self.path, self.away)
         self.path.write_bytes(b"")  # a file, not a data directory: Milvus Lite cannot open it
 

@@ -43,7 +43,7 @@ def outage_server(server_factory: ServerFactory, **overrides: object) -> tuple[R
         readiness_interval_s=0.3,
         **overrides,
     )
-    return s, LiteIndexOutage(s.components.settings.data_dir / "milvus.db")
+    return s, LiteIndexOutage(s.components.index, s.components.settings.data_dir / "milvus.db")
 
 
 def readiness(s: RunningServer) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 from grpc import RpcError
@@ -31,8 +31,11 @@ from memsvc.domain.models import Namespace, RetentionStatus
 from memsvc.errors import Unavailable
 from memsvc.stores.records.base import VectorPlacement
 from memsvc.stores.vectors.base import RecallFilter, Vector, VectorHit, VectorItem
+from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 
 T = TypeVar("T")
+# A Milvus server through pymilvus, or a Milvus Lite directory opened in process: same calls.
+Client: TypeAlias = MilvusClient | EmbeddedMilvus
 log = logging.getLogger(__name__)
 # pymilvus wraps most failures in MilvusException but lets a call's own timeout through as the
 # raw grpc error: both mean the index did not answer. (The one grpc import outside api/.)
@@ -183,7 +186,7 @@ class MilvusVectorIndex:
 
     def __init__(
         self,
-        client: MilvusClient,
+        client: Client,
         *,
         embedding_version: str,
         dimension: int,
@@ -194,7 +197,7 @@ class MilvusVectorIndex:
         embedded: bool = True,
         flush_delay_s: float = 1.0,
         workers: int = 4,
-        reconnect: Callable[[], MilvusClient] | None = None,
+        reconnect: Callable[[], Client] | None = None,
         reconnect_backoff_s: float = 1.0,
         reconnect_backoff_max_s: float = 30.0,
         probe_timeout_s: float = 2.0,
@@ -237,7 +240,7 @@ class MilvusVectorIndex:
         return self._version
 
     @property
-    def client(self) -> MilvusClient:
+    def client(self) -> Client:
         """The underlying client, for tools that measure Milvus without the service (benchmarks)."""
         return self._client
 
@@ -262,7 +265,7 @@ class MilvusVectorIndex:
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, run)
 
-    def _usable_client(self) -> MilvusClient:
+    def _usable_client(self) -> Client:
         """The client to call, rebuilt once the backoff after an outage is over; else Unavailable."""
         with self._client_lock:
             if self._broken_until is None:
@@ -271,6 +274,12 @@ class MilvusVectorIndex:
             if wait_s > 0 or self._reconnect is None or self._reconnecting:
                 raise Unavailable("the vector index is unavailable", retry_after_s=max(wait_s, self._backoff_s))
             self._reconnecting = True  # one thread reconnects; the others fail fast meanwhile
+        try:
+            # The broken client goes first: an embedded Milvus Lite holds its directory's lock
+            # until closed, and a server client has nothing left to serve.
+            self._client.close()
+        except Exception:  # the old client belongs to the outage; closing it is best effort
+            log.debug("closing the previous Milvus client failed", exc_info=True)
         try:
             client = self._reconnect()
             client.list_collections(timeout=self._probe_timeout_s)
@@ -283,20 +292,16 @@ class MilvusVectorIndex:
             raise Unavailable("the vector index is unavailable", retry_after_s=self._next_backoff_s) from exc
         with self._client_lock:
             self._reconnecting = False
-            old, self._client = self._client, client
-            # A new server (or a restarted Milvus Lite) has nothing loaded: ensure everything again.
+            self._client = client
+            # A new server (or a reopened Milvus Lite) has nothing loaded: ensure everything again.
             self._ready_collections.clear()
             self._ready_partitions.clear()
             self._broken_until = None
             self._next_backoff_s = self._backoff_s
             log.warning("vector index reconnected")
-        try:
-            old.close()
-        except Exception:  # the old client belongs to the outage; closing it is best effort
-            log.debug("closing the previous Milvus client failed", exc_info=True)
         return client
 
-    def _reachable(self, client: MilvusClient) -> bool:
+    def _reachable(self, client: Client) -> bool:
         """Tell an outage from a refused request: can the server still list its collections?"""
         try:
             client.list_collections(timeout=self._probe_timeout_s)
@@ -304,7 +309,7 @@ class MilvusVectorIndex:
             return False
         return True
 
-    def _mark_broken(self, client: MilvusClient) -> None:
+    def _mark_broken(self, client: Client) -> None:
         with self._client_lock:
             if client is self._client and self._broken_until is None:
                 self._broken_until = time.monotonic() + self._next_backoff_s
@@ -603,6 +608,9 @@ class MilvusVectorIndex:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
+
+
 def connect_milvus(
     uri: str,
     token: str = "",
@@ -610,8 +618,10 @@ def connect_milvus(
     server_pem_path: str = "",
     server_name: str = "",
     timeout_s: float | None = None,
-) -> MilvusClient:
-    """A MilvusClient for a Lite file path or a server URI (token auth and TLS optional)."""
+) -> Client:
+    """Milvus Lite in process for a local path; a MilvusClient for a server URI (token auth and TLS optional)."""
+    if not uri.startswith(SERVER_SCHEMES):
+        return EmbeddedMilvus(uri)
     kwargs: dict[str, Any] = {}
     if timeout_s is not None:
         kwargs["timeout"] = timeout_s  # how long connecting may take
