@@ -332,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The embedded vector engine and its faiss loader log every segment flush and load at INFO.
+    for chatty in ("milvus_lite", "faiss"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     from memsvc.api.client import ClientError
     from memsvc.errors import MemsvcError
