@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.records.base import IndexTicket, PageCursor, RecordStore
 from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Migration
 from memsvc.stores.records.postgres import PostgresRecordStore
-from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.records.sqlite import SqliteRecordStore, fetch_sql
 from tests.backends import fresh_schema
 from tests.conftest import LoopThread
 
@@ -157,6 +158,18 @@ def test_fetch_many_in_one_call(s: Store) -> None:
     rows = insert(s, *(memory() for _ in range(5)), memory(BOB))
     fetched = s(s.store.fetch_memories(ALICE, [r.id for r in rows]))
     assert {r.id for r in fetched} == {r.id for r in rows[:5]}
+
+
+def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
+    loop_thread: LoopThread, tmp_path: Path
+) -> None:
+    path = tmp_path / "plan.db"
+    store = SqliteRecordStore(path)
+    loop_thread.run(store.migrate())
+    loop_thread.run(store.close())
+    with sqlite3.connect(path) as conn:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + fetch_sql(3), ("ns", "a", "b", "c")).fetchall()
+    assert [step[3] for step in plan] == ["SEARCH memories USING INDEX sqlite_autoindex_memories_1 (id=?)"]
 
 
 def test_idempotency_key_returns_the_stored_row(s: Store) -> None:
