@@ -26,7 +26,7 @@ from milvus_lite import CollectionSchema, DataType, FieldSchema, MilvusLite
 from milvus_lite.engine.collection import Collection
 from pymilvus import CollectionSchema as ClientSchema
 from pymilvus.exceptions import MilvusException
-from pymilvus.milvus_client.index import IndexParams
+from pymilvus.milvus_client import IndexParams
 
 T = TypeVar("T")
 _DEFAULT_PARTITION = "_default"
@@ -202,7 +202,8 @@ class EmbeddedMilvus:
         **_: Any,
     ) -> dict[str, int]:
         def delete(collection: Collection) -> int:
-            pks = list(ids) if ids is not None else [row["id"] for row in collection.query(filter, ["id"])]
+            pk = collection.pk_field
+            pks = list(ids) if ids is not None else [row[pk] for row in collection.query(filter, [pk])]
             return int(collection.delete(pks, partition_name=partition_name or None)) if pks else 0
 
         return {"delete_count": self._on_collection(collection_name, delete)}
