@@ -50,7 +50,11 @@ class QueryPipeline:
         result_cache: ResultCache,
         lexical: LexicalRecall | None = None,
         rrf_k: int = DEFAULT_RRF_K,
+        lexical_during_embedding: bool = True,
     ) -> None:
+        """`lexical_during_embedding`: start the lexical search while the query is embedded. Right
+        when embedding waits on a remote endpoint; wrong when a local model already keeps every
+        core busy, where the search would slow the embedding by as much as it saves."""
         self.tracer = tracer
         self.scope = scope
         self.embed = embed
@@ -61,6 +65,7 @@ class QueryPipeline:
         self._cache = result_cache
         self.lexical = lexical
         self.rrf_k = rrf_k
+        self.lexical_during_embedding = lexical_during_embedding
 
     def plan(
         self, principal: Principal, request: QueryInput, report: QueryReport, default_limit: int | None = None
@@ -86,17 +91,21 @@ class QueryPipeline:
     ) -> list[Candidate]:
         """Stages 2-3 for one query text within the plan's namespace and filters.
 
-        Dense and lexical recall run concurrently (the lexical half needs no embedding) and
-        are fused by Reciprocal Rank Fusion, best first. Retrieval modes call this once per
-        generated query, then `finish` on the merged list.
+        Dense and lexical recall run concurrently and are fused by Reciprocal Rank Fusion, best
+        first; the lexical half needs no embedding, so it may start before it (see __init__).
+        Retrieval modes call this once per generated query, then `finish` on the merged list.
         """
-        lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k)) if self.lexical else None
+        lexical: asyncio.Future[list[Candidate]] | None = None
+        if self.lexical is not None and self.lexical_during_embedding:
+            lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
         try:
             with stage_span(self.tracer, report, "embed") as span:
                 qv = await self.embed.run(text, deadline)
                 span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
                 if text == plan.query:
                     report.embedding_cache_hit = qv.cache_hit
+            if self.lexical is not None and lexical is None:
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             with stage_span(self.tracer, report, "recall") as span:
                 dense_call = self.recall.run(plan, qv.vector, deadline, k)
                 if lexical is None:
