@@ -24,6 +24,10 @@ class RankWeights(BaseSettings):
     decay: float = 0.025
 
 
+# A Milvus URI with one of these is a server; anything else is a Milvus Lite data directory.
+MILVUS_SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
+
+
 class Settings(BaseSettings):
     """Every setting of the service. Durations carry their unit in the name."""
 
@@ -215,7 +219,7 @@ class Settings(BaseSettings):
 
     @property
     def is_embedded_milvus(self) -> bool:
-        return not self.milvus_uri.startswith(("http://", "https://", "tcp://", "unix:"))
+        return not self.milvus_uri.startswith(MILVUS_SERVER_SCHEMES)
 
     @property
     def resolved_onnx_dir(self) -> Path:

@@ -27,6 +27,7 @@ from grpc import RpcError
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
+from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import Namespace, RetentionStatus
 from memsvc.errors import Unavailable
 from memsvc.stores.records.base import VectorPlacement
@@ -611,9 +612,6 @@ class MilvusVectorIndex:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
-
-
 def connect_milvus(
     uri: str,
     token: str = "",
@@ -623,7 +621,7 @@ def connect_milvus(
     timeout_s: float | None = None,
 ) -> Client:
     """Milvus Lite in process for a local path; a MilvusClient for a server URI (token auth and TLS optional)."""
-    if not uri.startswith(SERVER_SCHEMES):
+    if not uri.startswith(MILVUS_SERVER_SCHEMES):
         return EmbeddedMilvus(uri)
     kwargs: dict[str, Any] = {}
     if timeout_s is not None:
