@@ -288,8 +288,7 @@ async def build_components(
         result_cache=result_cache,
         lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
         rrf_k=settings.rrf_k,
-        # A local model embeds on every core (c=1, cache miss: p50 19.3-20.3 -> 17.9-18.4 ms
-        # with the lexical search after the embedding instead of beside it).
+        # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
     )
     page_tokens = PageTokens(ring.derive("page-token"))

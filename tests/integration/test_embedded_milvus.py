@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from milvus_lite.server_manager import server_manager_instance
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -78,8 +79,6 @@ def test_in_process_calls_match_the_local_server_on_the_same_files(tmp_path: Pat
         assert _search(server, query, "alice") == found
     finally:
         server.close()
-        from milvus_lite.server_manager import server_manager_instance
-
         server_manager_instance.release_server(path)
 
 

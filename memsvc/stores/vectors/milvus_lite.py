@@ -223,7 +223,7 @@ class EmbeddedMilvus:
         return self._on_collection(
             collection_name,
             lambda c: c.search(
-                query_vectors=[list(v) for v in data],
+                query_vectors=list(data),
                 top_k=limit,
                 metric_type=params.get("metric_type"),
                 partition_names=partition_names,
@@ -256,7 +256,7 @@ class EmbeddedMilvus:
         if output_fields and _COUNT in output_fields:
             rows = self._on_collection(
                 collection_name,
-                lambda c: c.query(filter or None, output_fields=["id"], partition_names=partition_names),
+                lambda c: c.query(filter or None, output_fields=[c.pk_field], partition_names=partition_names),
             )
             return [{_COUNT: len(rows)}]
         return self._on_collection(
