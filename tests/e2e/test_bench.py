@@ -1,4 +1,4 @@
-"""`memsvc bench query` and `memsvc bench write` end to end, at tiny sizes."""
+"""`memsvc bench query`, `bench write` and `bench scaling` end to end, at tiny sizes."""
 
 from __future__ import annotations
 
@@ -52,3 +52,23 @@ def test_bench_write_measures_throughput_and_floor(tmp_path: Path) -> None:
     assert data["memories"] == 60
     assert data["memories_per_s"] > 0 and data["floor_memories_per_s"] > 0
     assert data["ratio"] == pytest.approx(data["floor_memories_per_s"] / data["memories_per_s"], rel=0.01)
+
+
+def test_bench_scaling_prints_both_curves_and_draws_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
+    argv = ["bench", "scaling", "--memories", "10,20", "--users", "2,3", "--fixed-memories", "5", "--queries", "10"]
+    assert main([*argv, "--plot", str(png), "--json", str(out)]) == 0
+    points = json.loads(out.read_text())
+    assert [(p["curve"], p["users"], p["memories_per_user"]) for p in points] == [
+        ("memories", 1, 10),
+        ("memories", 1, 20),
+        ("users", 2, 5),
+        ("users", 3, 5),
+    ]
+    for p in points:
+        assert p["queries"] == 10 and p["errors"] == {}
+        assert 0 < p["p50_ms"] <= p["p95_ms"] <= p["p99_ms"]
+        assert p["recall_p50_ms"] > 0 and p["qps"] > 0
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    printed = capsys.readouterr().out
+    assert "recall p50" in printed and f"plot: {png}" in printed
