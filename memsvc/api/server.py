@@ -133,9 +133,11 @@ class MemoryServer:
                 )
 
     async def stop(self, grace_s: float | None = None) -> None:
-        """Stop taking calls, let in-flight ones finish within the grace period, close adapters."""
+        """Stop taking calls, let in-flight ones finish within the grace period, then close
+        the adapters (background jobs finish their run first; stores drain their threads)."""
         if self._readiness is not None:
             self._readiness.cancel()
+            await asyncio.gather(self._readiness, return_exceptions=True)
         await self.health.enter_graceful_shutdown()
         await self.server.stop(self.components.settings.grace_period_s if grace_s is None else grace_s)
         await self.components.close()

@@ -188,4 +188,5 @@ class LocalEmbedder:
         work.add_done_callback(deliver)
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        # An inference of a call cut at shutdown may still run: let it end before the runtime goes.
+        await asyncio.to_thread(self._executor.shutdown, True)

@@ -145,6 +145,10 @@ class Maintenance:
         usage: dict[str, list[int]] = defaultdict(list)
         after = ""
         while True:
+            if self._periodic.stopping:
+                # Shutting down: the next pass starts over; partial usage counts are not stats.
+                report.note = "stopped by shutdown before the end of the pass"
+                return
             rows = await self._store.scan_memories(after, policy.batch)
             if not rows:
                 break

@@ -95,8 +95,8 @@ class Reconciler:
                 await self._index.upsert(namespace, [vector_item(r, v) for r, v in zip(group, vectors, strict=True)])
                 await self._store.mark_indexed([IndexTicket(r.id, r.revision) for r in group])
                 total += len(group)
-            if len(rows) < self._batch:
-                return total
+            if len(rows) < self._batch or self._periodic.stopping:
+                return total  # the rest waits for the next pass (or the next start)
 
     async def _delete_vectors(self) -> int:
         tombstones = await self._store.pending_vector_deletes(self._batch)

@@ -16,7 +16,12 @@ T = TypeVar("T")
 
 
 class SqliteThreads:
-    """Runs blocking SQLite work off the event loop; locked or unreadable files are outages."""
+    """Runs blocking SQLite work off the event loop; locked or unreadable files are outages.
+
+    Closing waits for every worker to finish what it runs before closing a connection: work
+    still runs in a thread after the coroutine awaiting it was cancelled (a call cut at
+    shutdown), and closing a connection another thread is using is undefined behaviour.
+    """
 
     def __init__(
         self,
@@ -37,6 +42,7 @@ class SqliteThreads:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=thread_name)
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._closing = False
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -55,6 +61,9 @@ class SqliteThreads:
         return conn
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closing:
+            raise Unavailable(f"the {self._what} is shutting down", retry_after_s=1.0)
+
         def call() -> T:
             try:
                 return fn(self._connection())
@@ -62,7 +71,11 @@ class SqliteThreads:
                 # Locked or unreadable database: a retryable outage, never an internal error.
                 raise Unavailable(f"the {self._what} is unavailable", retry_after_s=1.0) from exc
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._executor, call)
+        except RuntimeError as exc:  # the executor shut down between the check above and here
+            raise Unavailable(f"the {self._what} is shutting down", retry_after_s=1.0) from exc
+        return await future
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in one immediate transaction: committed if it returns, rolled back if it raises."""
@@ -80,11 +93,14 @@ class SqliteThreads:
         return await self.run(tx)
 
     async def close(self) -> None:
-        def close_all() -> None:
+        """Refuse new work, let queued and running work finish, then close every connection."""
+        self._closing = True
+
+        def drain_and_close() -> None:
+            self._executor.shutdown(wait=True)  # the workers are gone: no connection is in use
             with self._connections_lock:
                 for conn in self._connections:
                     conn.close()
                 self._connections.clear()
 
-        await asyncio.get_running_loop().run_in_executor(None, close_all)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(drain_and_close)

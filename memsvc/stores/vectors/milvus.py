@@ -267,7 +267,11 @@ class MilvusVectorIndex:
                     self._mark_broken(client)
                 raise Unavailable("the vector index is unavailable", retry_after_s=self._backoff_s) from exc
 
-        return await asyncio.get_running_loop().run_in_executor(self._executor, run)
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._executor, run)
+        except RuntimeError as exc:  # closed: the pool no longer takes work
+            raise Unavailable("the vector index is shutting down", retry_after_s=self._backoff_s) from exc
+        return await future
 
     def _usable_client(self) -> Client:
         """The client to call, rebuilt once the backoff after an outage is over; else Unavailable."""
@@ -598,18 +602,23 @@ class MilvusVectorIndex:
         if self._closed:
             return
         self._closed = True
-        for task in list(self._background):
+        # Scheduled flushes still waiting end now; the final flush below covers them.
+        scheduled = list(self._background)
+        for task in scheduled:
             task.cancel()
+        await asyncio.gather(*scheduled, return_exceptions=True)
         for collection in list(self._ready_collections):
             try:
                 await self._call(lambda c=collection: self._api.flush(c))  # type: ignore[misc]
             except Unavailable:
                 log.warning("final flush of %s failed", collection)
+        # Calls of RPCs cut at shutdown may still run on the pool (cancelling their coroutine
+        # does not stop the thread): the client closes only once every worker is done.
+        await asyncio.to_thread(self._executor.shutdown, True)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._client.close)
+            await asyncio.to_thread(self._client.close)
         except MilvusException:
             log.warning("closing the Milvus client failed")
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def connect_milvus(
