@@ -68,8 +68,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
+    from memsvc.bootstrap import local_secrets
     from memsvc.keys import ApiKeys
-    from memsvc.server import build_record_store, local_secrets
+    from memsvc.server import build_record_store
 
     settings = _settings(args)
 

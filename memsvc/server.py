@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import signal
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
+from memsvc.api.ratelimit import build_rate_limiter
 from memsvc.api.server import MemoryServer
+from memsvc.api.servicers import QueryServicer, WriteServicer
+from memsvc.bootstrap import bootstrap_dev_key, dev_key_banner, local_secrets
 from memsvc.config import Settings
 from memsvc.crypto.envelope import EnvelopeCipher
-from memsvc.crypto.keyring import MasterKeyRing, new_key_b64
-from memsvc.domain.models import MemoryKind, Permission
+from memsvc.crypto.keyring import MasterKeyRing
+from memsvc.domain.models import MemoryKind
 from memsvc.embeddings.base import Embedder
-from memsvc.errors import FailedPrecondition
 from memsvc.keys import ApiKeys
 from memsvc.metrics import (
     MeteredEmbeddingCache,
@@ -64,35 +63,6 @@ if TYPE_CHECKING:
     from memsvc.embeddings.local import LocalEmbedder
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LocalSecrets:
-    master_keys: str
-    pepper: bytes
-
-
-def local_secrets(settings: Settings) -> LocalSecrets:
-    """Configured secrets, or (embedded default only) ones generated once into the data dir."""
-    master = settings.master_keys.get_secret_value()
-    pepper = settings.api_key_pepper.get_secret_value()
-    if master and pepper:
-        return LocalSecrets(master, pepper.encode())
-    if settings.uses_postgres:
-        raise FailedPrecondition(
-            "MEMSVC_MASTER_KEYS and MEMSVC_API_KEY_PEPPER must be set outside the embedded default"
-        )
-    path = settings.local_secrets_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        stored = json.loads(path.read_text())
-    else:
-        stored = {"master_keys": f"1:{new_key_b64()}", "pepper": new_key_b64()}
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(stored, fh)
-        log.warning("generated local development secrets in %s; set MEMSVC_MASTER_KEYS in production", path)
-    return LocalSecrets(master or stored["master_keys"], (pepper or stored["pepper"]).encode())
 
 
 def build_record_store(settings: Settings) -> RecordStore:
@@ -199,7 +169,17 @@ class Components:
     maintenance: Maintenance | None = None
     metrics: MetricsEndpoint | None = None
 
+    def start_jobs(self) -> None:
+        """Start the background jobs: recall bookkeeping, reconciliation, maintenance, metrics."""
+        settings = self.settings
+        self.recorder.start()
+        self.reconciler.start(settings.reconcile_interval_s)
+        if self.maintenance is not None and settings.maintenance_interval_s > 0:
+            self.maintenance.start(settings.maintenance_interval_s)
+
     async def close(self) -> None:
+        """Stop the jobs (each finishes the run under way), then close the adapters that they
+        and the cut calls used; every store waits for its worker threads before closing."""
         if self.maintenance is not None:
             await self.maintenance.stop()
         await self.reconciler.stop()
@@ -364,43 +344,47 @@ def build_contradiction_detector(settings: Settings) -> ContradictionDetector:
     return llm_detector(settings)
 
 
-async def bootstrap_dev_key(components: Components) -> str | None:
-    """On the first start of the embedded default, create a development key and save it."""
-    settings = components.settings
-    if not settings.bootstrap_dev_key or settings.uses_postgres:
-        return None
-    if await components.store.list_api_keys():
-        return None
-    issued = await components.keys.create(
-        "dev", "default", "development", frozenset(Permission), description="development key (first start)"
-    )
-    path = settings.dev_key_path
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(issued.token + "\n")
-    return issued.token
+class Service:
+    """The running service: the gRPC server over the components, and their background jobs."""
 
+    def __init__(self, components: Components) -> None:
+        c = components
+        self.components = c
+        self.grpc = MemoryServer(
+            c.settings,
+            keys=c.keys,
+            tracer=tracer_of(c.tracer_provider),
+            limiter=build_rate_limiter(
+                c.settings.rate_limit_per_tenant_rps,
+                c.settings.rate_limit_per_tenant_burst,
+                c.redis,
+                c.settings.redis_key_prefix,
+            ),
+            writes=WriteServicer(c.writes, c.history),
+            queries=QueryServicer(c.pipeline, c.retrieval),
+            record_store=c.store,
+            vector_index=c.index,
+        )
 
-def dev_key_banner(token: str, listen: str, key_path: Path) -> str:
-    return (
-        "\n"
-        "  memsvc created a development API key (shown once; saved to "
-        f"{key_path}):\n\n"
-        f"    {token}\n\n"
-        "  Try it:\n"
-        f"    memsvc add --user alice 'I prefer window seats on long flights'\n"
-        f"    memsvc query --user alice 'how do I like to fly?'\n"
-        f"    grpcurl -plaintext -H 'authorization: Bearer {token}' \\\n"
-        f'      -d \'{{"user_id":"alice","query":"how do I like to fly?"}}\' \\\n'
-        f"      {listen} memsvc.v1.QueryService/Query\n"
-    )
+    async def start(self, listen: str | None = None) -> int:
+        """Serve on `listen` (default: the configured address); return the bound port."""
+        port = await self.grpc.start(listen)
+        self.components.start_jobs()
+        if self.components.metrics is not None:
+            await self.components.metrics.start()
+        return port
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop taking calls, drain in-flight ones within the grace period, then close."""
+        await self.grpc.stop(self.components.settings.grace_period_s if grace_s is None else grace_s)
+        await self.components.close()
 
 
 async def run_server(settings: Settings) -> None:
     components = await build_components(settings)
-    server = MemoryServer(components)
-    token = await bootstrap_dev_key(components)
-    port = await server.start()
+    service = Service(components)
+    token = await bootstrap_dev_key(settings, components.store, components.keys)
+    port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
     if token:
         print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
@@ -412,4 +396,4 @@ async def run_server(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("memsvc draining in-flight calls", file=sys.stderr, flush=True)
-    await server.stop()
+    await service.stop()

@@ -18,10 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from memsvc.api.server import MemoryServer
 from memsvc.config import Settings
 from memsvc.domain.models import Permission
-from memsvc.server import Components, build_components
+from memsvc.server import Components, Service, build_components
 from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc
 from tests.live_server import live_server  # noqa: F401  (a fixture, shared by the suites)
 
@@ -81,7 +80,7 @@ class RunningServer:
     address: str
     api_key: str
     components: Components
-    server: MemoryServer
+    server: Service
     spans: InMemorySpanExporter
     loop_thread: LoopThread
     channel: grpc.Channel
@@ -141,8 +140,8 @@ def server_factory(loop_thread: LoopThread, embedder: Any, tmp_path: Path) -> It
             )
         )
 
-        async def make_server() -> MemoryServer:
-            return MemoryServer(components)  # grpc.aio binds the server to the running loop
+        async def make_server() -> Service:
+            return Service(components)  # grpc.aio binds the server to the running loop
 
         server = loop_thread.run(make_server())
         port = loop_thread.run(server.start("127.0.0.1:0"))

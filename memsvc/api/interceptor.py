@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -121,67 +122,51 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
         CallState.principal.set(principal)
         CallState.deadline.set(Deadline.after(budget))
 
-    def _wrap_unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @asynccontextmanager
+    async def _call(self, method: str, request: Any, context: Any) -> AsyncIterator[None]:
+        """What every protected call, unary or streaming, runs inside: its server span,
+        authentication and deadline, and its error mapped to a google.rpc.Status."""
         service, _, name = method.lstrip("/").partition("/")
+        with self._tracer.start_as_current_span(
+            f"{service}/{name}",
+            kind=SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+        ) as span:
+            started = time.perf_counter()
+            try:
+                await self._enter(context)
+                check_decoded(request)
+                yield
+                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
+            except MemsvcError as error:
+                code = GRPC_CODES[error.code]
+                span.set_attribute("rpc.grpc.status_code", code.value[0])
+                span.set_attribute("memsvc.error.reason", error.reason)
+                if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE):
+                    span.set_status(Status(StatusCode.ERROR, error.reason))
+                await context.abort_with_status(status_of(error))
+            except aio.AbortError:
+                raise
+            except Exception:
+                trace_id = format_trace_id(span.get_span_context().trace_id)
+                log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
+                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
+                span.set_status(Status(StatusCode.ERROR, "internal"))
+                await context.abort_with_status(internal_status(trace_id))
+            finally:
+                span.set_attribute("memsvc.duration_ms", (time.perf_counter() - started) * 1000)
 
+    def _wrap_unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def wrapped(request: Any, context: Any) -> Any:
-            with self._tracer.start_as_current_span(
-                f"{service}/{name}",
-                kind=SpanKind.SERVER,
-                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
-            ) as span:
-                started = time.perf_counter()
-                try:
-                    await self._enter(context)
-                    check_decoded(request)
-                    response = await behavior(request, context)
-                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
-                    return response
-                except MemsvcError as error:
-                    code = GRPC_CODES[error.code]
-                    span.set_attribute("rpc.grpc.status_code", code.value[0])
-                    span.set_attribute("memsvc.error.reason", error.reason)
-                    if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE):
-                        span.set_status(Status(StatusCode.ERROR, error.reason))
-                    await context.abort_with_status(status_of(error))
-                except aio.AbortError:
-                    raise
-                except Exception:
-                    trace_id = format_trace_id(span.get_span_context().trace_id)
-                    log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
-                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
-                    span.set_status(Status(StatusCode.ERROR, "internal"))
-                    await context.abort_with_status(internal_status(trace_id))
-                finally:
-                    span.set_attribute("memsvc.duration_ms", (time.perf_counter() - started) * 1000)
+            async with self._call(method, request, context):
+                return await behavior(request, context)
 
         return wrapped
 
-    def _wrap_stream(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
-        service, _, name = method.lstrip("/").partition("/")
-
-        async def wrapped(request: Any, context: Any) -> Any:
-            with self._tracer.start_as_current_span(
-                f"{service}/{name}",
-                kind=SpanKind.SERVER,
-                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
-            ) as span:
-                try:
-                    await self._enter(context)
-                    check_decoded(request)
-                    async for item in behavior(request, context):
-                        yield item
-                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
-                except MemsvcError as error:
-                    span.set_attribute("rpc.grpc.status_code", GRPC_CODES[error.code].value[0])
-                    span.set_attribute("memsvc.error.reason", error.reason)
-                    await context.abort_with_status(status_of(error))
-                except aio.AbortError:
-                    raise
-                except Exception:
-                    trace_id = format_trace_id(span.get_span_context().trace_id)
-                    log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
-                    span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
-                    await context.abort_with_status(internal_status(trace_id))
+    def _wrap_stream(self, method: str, behavior: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
+        async def wrapped(request: Any, context: Any) -> AsyncIterator[Any]:
+            async with self._call(method, request, context):
+                async for item in behavior(request, context):
+                    yield item
 
         return wrapped

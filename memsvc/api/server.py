@@ -1,29 +1,28 @@
-"""The gRPC server: services, health, reflection, readiness and graceful shutdown."""
+"""The gRPC server: services, health, reflection and readiness; no knowledge of what backs them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.trace import Tracer
 
 from memsvc.api.interceptor import ServiceInterceptor
-from memsvc.api.ratelimit import build_rate_limiter
+from memsvc.api.ratelimit import RateLimiter
 from memsvc.api.servicers import QueryServicer, WriteServicer
+from memsvc.config import Settings
 from memsvc.errors import FailedPrecondition, MemsvcError
-from memsvc.telemetry import tracer_of
+from memsvc.keys import ApiKeys
 from memsvc.v1 import (
     query_service_pb2,
     query_service_pb2_grpc,
     write_service_pb2,
     write_service_pb2_grpc,
 )
-
-if TYPE_CHECKING:
-    from memsvc.server import Components
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +33,34 @@ SERVICE_NAMES = (
 HEALTH_NAMES = ("", *SERVICE_NAMES)
 
 
-class MemoryServer:
-    """The gRPC server with health, reflection and graceful shutdown."""
+class Pingable(Protocol):
+    """A dependency readiness asks after: `ping` raises a MemsvcError while it cannot answer."""
 
-    def __init__(self, components: Components) -> None:
-        self.components = components
-        settings = components.settings
+    async def ping(self) -> None: ...
+
+
+class MemoryServer:
+    """The gRPC server with health, reflection and readiness.
+
+    It serves what the composition root hands it; starting background jobs and closing the
+    adapters belong to the root (memsvc.server.Service), which calls `start` and `stop` here.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        keys: ApiKeys,
+        tracer: Tracer,
+        limiter: RateLimiter | None,
+        writes: WriteServicer,
+        queries: QueryServicer,
+        record_store: Pingable,
+        vector_index: Pingable,
+    ) -> None:
+        self._settings = settings
+        self._record_store = record_store
+        self._vector_index = vector_index
         self.health = health.aio.HealthServicer()
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
@@ -49,47 +70,27 @@ class MemoryServer:
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
         ]
-        limiter = build_rate_limiter(
-            settings.rate_limit_per_tenant_rps,
-            settings.rate_limit_per_tenant_burst,
-            components.redis,
-            settings.redis_key_prefix,
-        )
         self.server = aio.server(
-            interceptors=[
-                ServiceInterceptor(
-                    components.keys, tracer_of(components.tracer_provider), settings.default_deadline_s, limiter
-                )
-            ],
+            interceptors=[ServiceInterceptor(keys, tracer, settings.default_deadline_s, limiter)],
             options=options,
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
-        write_service_pb2_grpc.add_WriteServiceServicer_to_server(
-            WriteServicer(components.writes, components.history), self.server
-        )
-        query_service_pb2_grpc.add_QueryServiceServicer_to_server(
-            QueryServicer(components.pipeline, components.retrieval), self.server
-        )
+        write_service_pb2_grpc.add_WriteServiceServicer_to_server(writes, self.server)
+        query_service_pb2_grpc.add_QueryServiceServicer_to_server(queries, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.port = 0
         self._readiness: asyncio.Task[None] | None = None
 
     async def start(self, listen: str | None = None) -> int:
-        address = listen or self.components.settings.listen
+        address = listen or self._settings.listen
         self.port = self.server.add_insecure_port(address)
         if self.port == 0:
             raise FailedPrecondition(f"cannot listen on {address}")
         await self.server.start()
-        self.components.recorder.start()
-        self.components.reconciler.start(self.components.settings.reconcile_interval_s)
-        if self.components.maintenance is not None and self.components.settings.maintenance_interval_s > 0:
-            self.components.maintenance.start(self.components.settings.maintenance_interval_s)
-        if self.components.metrics is not None:
-            await self.components.metrics.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         self._readiness = asyncio.get_running_loop().create_task(
-            self._watch_dependencies(self.components.settings.readiness_interval_s)
+            self._watch_dependencies(self._settings.readiness_interval_s)
         )
         return self.port
 
@@ -109,12 +110,12 @@ class MemoryServer:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                await self.components.store.ping()
+                await self._record_store.ping()
                 ok = True
             except MemsvcError:
                 ok = False
             try:
-                await self.components.index.ping()
+                await self._vector_index.ping()
                 up = True
             except MemsvcError:
                 up = False
@@ -132,15 +133,13 @@ class MemoryServer:
                     SERVICE_NAMES,
                 )
 
-    async def stop(self, grace_s: float | None = None) -> None:
-        """Stop taking calls, let in-flight ones finish within the grace period, then close
-        the adapters (background jobs finish their run first; stores drain their threads)."""
+    async def stop(self, grace_s: float) -> None:
+        """Stop taking calls and let in-flight ones finish within the grace period."""
         if self._readiness is not None:
             self._readiness.cancel()
             await asyncio.gather(self._readiness, return_exceptions=True)
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(self.components.settings.grace_period_s if grace_s is None else grace_s)
-        await self.components.close()
+        await self.server.stop(grace_s)
 
     async def wait(self) -> None:
         await self.server.wait_for_termination()

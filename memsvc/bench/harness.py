@@ -25,8 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from memsvc.bench.synthetic import memory_texts
 
 if TYPE_CHECKING:
-    from memsvc.api.server import MemoryServer
-    from memsvc.server import Components
+    from memsvc.server import Components, Service
 
 T = TypeVar("T")
 
@@ -114,7 +113,7 @@ class BenchServer:
 
     loop: LoopThread
     components: Components
-    server: MemoryServer
+    server: Service
     address: str
     api_key: str
     data_dir: Path
@@ -125,10 +124,9 @@ class BenchServer:
     def start(cls, data_dir: Path | None = None, **overrides: Any) -> BenchServer:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from memsvc.api.server import MemoryServer
         from memsvc.config import Settings
         from memsvc.domain.models import Permission
-        from memsvc.server import build_components
+        from memsvc.server import Service, build_components
 
         owns = data_dir is None
         directory = data_dir or Path(tempfile.mkdtemp(prefix="memsvc-bench-"))
@@ -139,8 +137,8 @@ class BenchServer:
         rpc_times = RpcTimes()
         components = loop.run(build_components(settings, span_processor=rpc_times))
 
-        async def make_server() -> MemoryServer:
-            return MemoryServer(components)  # grpc.aio binds the server to the running loop
+        async def make_server() -> Service:
+            return Service(components)  # grpc.aio binds the server to the running loop
 
         server = loop.run(make_server())
         port = loop.run(server.start("127.0.0.1:0"))

@@ -19,11 +19,10 @@ from pathlib import Path
 import grpc
 from grpc import aio
 
-from memsvc.api.server import MemoryServer
 from memsvc.config import Settings
 from memsvc.domain.models import Permission
 from memsvc.embeddings.base import Embedder
-from memsvc.server import build_components, build_local_embedder
+from memsvc.server import Service, build_components, build_local_embedder
 from memsvc.v1 import memory_pb2, query_service_pb2, query_service_pb2_grpc, write_service_pb2, write_service_pb2_grpc
 
 USER = "shutdown-user"
@@ -45,9 +44,9 @@ def settings_for(data_dir: Path) -> Settings:
     )
 
 
-async def start(data_dir: Path, embedder: Embedder) -> tuple[MemoryServer, aio.Channel, tuple[tuple[str, str]]]:
+async def start(data_dir: Path, embedder: Embedder) -> tuple[Service, aio.Channel, tuple[tuple[str, str]]]:
     components = await build_components(settings_for(data_dir), embedder=embedder)
-    server = MemoryServer(components)
+    server = Service(components)
     port = await server.start("127.0.0.1:0")
     key = await components.keys.create("acme", "default", "development", frozenset(Permission))
     channel = aio.insecure_channel(f"127.0.0.1:{port}")
