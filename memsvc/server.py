@@ -21,6 +21,9 @@ from memsvc.crypto.keyring import MasterKeyRing
 from memsvc.domain.models import MemoryKind
 from memsvc.embeddings.base import Embedder
 from memsvc.keys import ApiKeys
+from memsvc.memories.changes import NamespaceChanges
+from memsvc.memories.codec import MemoryCodec
+from memsvc.memories.indexer import Indexer
 from memsvc.metrics import (
     MeteredEmbeddingCache,
     MeteredResultCache,
@@ -38,6 +41,7 @@ from memsvc.pipeline.maintenance import Maintenance, MaintenancePolicy
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query import QueryPipeline
 from memsvc.pipeline.rank import RankStage
+from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.recall import RecallStage
 from memsvc.pipeline.reconcile import Reconciler
 from memsvc.pipeline.scope import ScopeStage
@@ -155,9 +159,15 @@ class Components:
     index: MilvusVectorIndex
     embedder: Embedder
     cipher: EnvelopeCipher
+    codec: MemoryCodec
+    indexer: Indexer
+    changes: NamespaceChanges
     keys: ApiKeys
     pipeline: QueryPipeline
     writes: WritePath
+    reads: MemoryReads
+    history: HistoryService
+    maintenance: Maintenance
     reconciler: Reconciler
     recorder: RecallRecorder
     tracer_provider: TracerProvider
@@ -165,8 +175,6 @@ class Components:
     redis: RedisGuard | None = None
     retrieval: Retrieval | None = None
     lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
-    history: HistoryService | None = None
-    maintenance: Maintenance | None = None
     metrics: MetricsEndpoint | None = None
 
     def start_jobs(self) -> None:
@@ -174,14 +182,13 @@ class Components:
         settings = self.settings
         self.recorder.start()
         self.reconciler.start(settings.reconcile_interval_s)
-        if self.maintenance is not None and settings.maintenance_interval_s > 0:
+        if settings.maintenance_interval_s > 0:
             self.maintenance.start(settings.maintenance_interval_s)
 
     async def close(self) -> None:
         """Stop the jobs (each finishes the run under way), then close the adapters that they
         and the cut calls used; every store waits for its worker threads before closing."""
-        if self.maintenance is not None:
-            await self.maintenance.stop()
+        await self.maintenance.stop()
         await self.reconciler.stop()
         await self.recorder.stop()
         await self.index.close()
@@ -241,6 +248,7 @@ async def build_components(
         call_timeout_s=settings.milvus_call_timeout_s,
     )
     cipher = EnvelopeCipher(ring, store)
+    codec = MemoryCodec(cipher)
     result_cache, embedding_cache, redis_guard = build_caches(settings)
     # Cached results carry the caller's query texts; they stay sealed in memory and in Redis.
     result_cache = SealedResultCache(result_cache, ring.derive("result-cache"))
@@ -262,7 +270,7 @@ async def build_components(
         scope=ScopeStage(limits, settings.default_results, settings.importance_floor),
         embed=EmbedStage(embedder, embedding_cache),
         recall=RecallStage(index, settings.recall_candidates),
-        hydrate=HydrateStage(store, cipher),
+        hydrate=HydrateStage(store, codec),
         rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation, UsageNorms(store)),
         bookkeep=BookkeepStage(recorder, result_cache),
         result_cache=result_cache,
@@ -272,55 +280,71 @@ async def build_components(
         lexical_during_embedding=settings.embedding_provider != "local",
     )
     page_tokens = PageTokens(ring.derive("page-token"))
+    indexer = Indexer(store, index, embedder, lexical_writer)
+    changes = NamespaceChanges(result_cache)
     writes = WritePath(
         store=store,
-        index=index,
         embedder=embedder,
-        cipher=cipher,
-        result_cache=result_cache,
-        page_tokens=page_tokens,
+        codec=codec,
+        indexer=indexer,
+        changes=changes,
         limits=limits,
-        default_page_size=settings.default_page_size,
-        lexical=lexical_writer,
         review=WriteReview(
             store=store,
             index=index,
-            cipher=cipher,
+            codec=codec,
             detector=build_contradiction_detector(settings),
             duplicate_similarity=settings.duplicate_similarity,
             contradiction_similarity=settings.contradiction_similarity,
             candidates=settings.contradiction_candidates,
         ),
     )
-    reconciler = Reconciler(store, index, embedder, cipher, settings.reconcile_min_age_s, lexical=lexical_writer)
+    reconciler = Reconciler(store, index, embedder, codec, indexer, settings.reconcile_min_age_s)
     return Components(
         settings=settings,
         store=store,
         index=index,
         embedder=embedder,
         cipher=cipher,
+        codec=codec,
+        indexer=indexer,
+        changes=changes,
         keys=ApiKeys(store, secrets.pepper, settings.auth_cache_ttl_s),
         pipeline=pipeline,
         writes=writes,
+        reads=MemoryReads(
+            store=store,
+            codec=codec,
+            page_tokens=page_tokens,
+            limits=limits,
+            default_page_size=settings.default_page_size,
+        ),
         reconciler=reconciler,
         recorder=recorder,
         tracer_provider=provider,
         owns_embedder=owns_embedder,
         metrics=metrics,
-        retrieval=build_retrieval(settings, pipeline, store, cipher),
+        retrieval=build_retrieval(settings, pipeline, store, codec),
         redis=redis_guard,
         lexical_index=lexical_index,
         history=HistoryService(
             store=store,
-            cipher=cipher,
+            codec=codec,
             embedder=embedder,
-            writes=writes,
-            result_cache=result_cache,
+            indexer=indexer,
+            changes=changes,
             page_tokens=page_tokens,
             limits=limits,
             default_page_size=settings.default_page_size,
         ),
-        maintenance=Maintenance(store=store, writes=writes, cipher=cipher, policy=maintenance_policy(settings)),
+        maintenance=Maintenance(
+            store=store,
+            writes=writes,
+            codec=codec,
+            indexer=indexer,
+            changes=changes,
+            policy=maintenance_policy(settings),
+        ),
     )
 
 
@@ -360,7 +384,7 @@ class Service:
                 c.redis,
                 c.settings.redis_key_prefix,
             ),
-            writes=WriteServicer(c.writes, c.history),
+            writes=WriteServicer(c.writes, c.reads, c.history),
             queries=QueryServicer(c.pipeline, c.retrieval),
             record_store=c.store,
             vector_index=c.index,

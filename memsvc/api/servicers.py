@@ -11,6 +11,7 @@ from memsvc.domain.models import Namespace
 from memsvc.errors import Unimplemented
 from memsvc.pipeline.history import HistoryService, MemoryRecord
 from memsvc.pipeline.query import QueryPipeline
+from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.write import WriteOutcome, WritePath
 from memsvc.retrieval.router import Retrieval
 from memsvc.v1 import (
@@ -33,15 +34,10 @@ _OUTCOMES = {
 
 
 class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
-    def __init__(self, writes: WritePath, history: HistoryService | None = None) -> None:
+    def __init__(self, writes: WritePath, reads: MemoryReads, history: HistoryService) -> None:
         self._writes = writes
-        self._history_service = history
-
-    @property
-    def _history(self) -> HistoryService:
-        if self._history_service is None:
-            raise Unimplemented("memory history is not available in this server")
-        return self._history_service
+        self._reads = reads
+        self._history = history
 
     async def AddMemories(  # noqa: N802 - gRPC method names are PascalCase
         self, request: write_service_pb2.AddMemoriesRequest, context: Context
@@ -137,13 +133,13 @@ class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
     async def GetMemory(  # noqa: N802
         self, request: write_service_pb2.GetMemoryRequest, context: Context
     ) -> write_service_pb2.GetMemoryResponse:
-        memory = await self._writes.get(current_principal(), request.user_id, request.id, current_deadline())
+        memory = await self._reads.get(current_principal(), request.user_id, request.id, current_deadline())
         return write_service_pb2.GetMemoryResponse(memory=convert.memory_message(memory))
 
     async def ListMemories(  # noqa: N802
         self, request: write_service_pb2.ListMemoriesRequest, context: Context
     ) -> write_service_pb2.ListMemoriesResponse:
-        page = await self._writes.list(
+        page = await self._reads.list(
             current_principal(),
             request.user_id,
             convert.memory_filter(request.filter),

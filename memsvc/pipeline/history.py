@@ -7,7 +7,6 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     ACTOR_WRITE_PATH,
     Memory,
@@ -17,16 +16,16 @@ from memsvc.domain.models import (
     Namespace,
     Permission,
     Principal,
-    SealedContent,
     StoredMemory,
     StoredVersion,
     new_memory_id,
 )
 from memsvc.embeddings.base import Embedder
-from memsvc.errors import NotFound, PermissionDenied
+from memsvc.errors import NotFound
+from memsvc.memories.changes import NamespaceChanges
+from memsvc.memories.codec import MemoryCodec
+from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.hydrate import open_memory
-from memsvc.pipeline.lifecycle import open_version, seal_version
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.scoring import estimate_quality
 from memsvc.pipeline.validation import (
@@ -41,8 +40,7 @@ from memsvc.pipeline.validation import (
     check_unit,
     check_user_id,
 )
-from memsvc.pipeline.write import WritePath
-from memsvc.stores.caches.base import ResultCache
+from memsvc.pipeline.write import require
 from memsvc.stores.records.base import PageCursor, RecordStore
 
 MAX_FEEDBACK_IDS = 100
@@ -71,11 +69,6 @@ class FeedbackOutcome:
     ignored_ids: list[str]
 
 
-def _require(principal: Principal, permission: Permission) -> None:
-    if not principal.allows(permission):
-        raise PermissionDenied(f"this API key lacks the {permission.value} permission")
-
-
 def import_key(memory_id: str) -> str:
     """The idempotency key an imported memory is stored under: importing it twice finds it."""
     return f"import:{memory_id}"
@@ -86,19 +79,19 @@ class HistoryService:
         self,
         *,
         store: RecordStore,
-        cipher: EnvelopeCipher,
+        codec: MemoryCodec,
         embedder: Embedder,
-        writes: WritePath,
-        result_cache: ResultCache,
+        indexer: Indexer,
+        changes: NamespaceChanges,
         page_tokens: PageTokens,
         limits: Limits,
         default_page_size: int,
     ) -> None:
         self._store = store
-        self._cipher = cipher
+        self._codec = codec
         self._embedder = embedder
-        self._writes = writes
-        self._cache = result_cache
+        self._indexer = indexer
+        self._changes = changes
         self._pages = page_tokens
         self._limits = limits
         self._default_page_size = default_page_size
@@ -119,7 +112,7 @@ class HistoryService:
         Feedback belongs to reading (the caller reports on what Query returned), so the read
         permission suffices.
         """
-        _require(principal, Permission.READ)
+        require(principal, Permission.READ)
         v = Violations()
         check_user_id(v, user_id)
         if not IDEMPOTENCY_PATTERN.fullmatch(request_id):
@@ -140,7 +133,7 @@ class HistoryService:
             self._store.record_feedback(namespace, request_id, used, unused, time.time()), "the record store"
         )
         if recorded:
-            await self._cache.invalidate(namespace)
+            await self._changes.changed(namespace)
         done = set(recorded)
         return FeedbackOutcome(len(recorded), [i for i in dict.fromkeys([*used, *unused]) if i not in done])
 
@@ -155,7 +148,7 @@ class HistoryService:
         page_token: str,
         deadline: Deadline,
     ) -> tuple[list[MemoryVersion], str]:
-        _require(principal, Permission.READ)
+        require(principal, Permission.READ)
         size = page_size or self._default_page_size
         v = Violations()
         check_user_id(v, user_id)
@@ -175,7 +168,7 @@ class HistoryService:
             raise NotFound("no such memory")
         has_more = len(rows) > size
         rows = rows[:size]
-        versions = [await open_version(self._cipher, row) for row in rows]
+        versions = [await self._codec.open_version(row) for row in rows]
         token = ""
         if has_more and rows:
             token = self._pages.encode(namespace, binding, PageCursor(float(rows[-1].version), memory_id))
@@ -185,7 +178,7 @@ class HistoryService:
 
     async def export(self, principal: Principal, user_id: str, deadline: Deadline) -> AsyncIterator[list[MemoryRecord]]:
         """Every memory of the user in every retention status, newest first, with its versions."""
-        _require(principal, Permission.READ)
+        require(principal, Permission.READ)
         v = Violations()
         check_user_id(v, user_id)
         v.raise_if_any()
@@ -203,8 +196,8 @@ class HistoryService:
             )
             by_memory: dict[str, list[MemoryVersion]] = {}
             for sv in stored_versions:
-                by_memory.setdefault(sv.memory_id, []).append(await open_version(self._cipher, sv))
-            yield [MemoryRecord(await open_memory(self._cipher, row), tuple(by_memory.get(row.id, ()))) for row in rows]
+                by_memory.setdefault(sv.memory_id, []).append(await self._codec.open_version(sv))
+            yield [MemoryRecord(await self._codec.open(row), tuple(by_memory.get(row.id, ()))) for row in rows]
             if len(rows) < EXPORT_BATCH:
                 return
             cursor = PageCursor(rows[-1].created_at, rows[-1].id)
@@ -219,7 +212,7 @@ class HistoryService:
         Idempotent: a record whose memory was imported before (or already exists for this user)
         is skipped. A record whose id another user of this deployment holds gets a new id.
         """
-        _require(principal, Permission.WRITE)
+        require(principal, Permission.WRITE)
         self._validate(user_id, records)
         namespace = Namespace.of(principal, user_id)
         now = time.time()
@@ -251,8 +244,8 @@ class HistoryService:
             vectors = await deadline.run(
                 self._embedder.embed([record.memory.content for _, record in created]), "the embedder"
             )
-            await self._cache.invalidate(namespace)
-            await self._writes.index_rows(
+            await self._changes.changed(namespace)
+            await self._indexer.index_or_defer(
                 namespace,
                 [(row, vector) for (row, _), vector in zip(created, vectors, strict=True)],
                 [record.memory.content for _, record in created],
@@ -302,11 +295,10 @@ class HistoryService:
     ) -> tuple[StoredMemory, list[StoredVersion]]:
         m = record.memory
         created_at = m.created_at or now
-        sealed = SealedContent(m.content, dict(m.metadata)).to_bytes()
         row = StoredMemory(
             id=memory_id,
             namespace=namespace,
-            ciphertext=await self._cipher.seal(namespace, memory_id, sealed),
+            ciphertext=await self._codec.seal(namespace, memory_id, m.content, m.metadata),
             role=m.role,
             kind=m.kind,
             tags=m.tags,
@@ -322,7 +314,7 @@ class HistoryService:
             consistency=m.consistency or 1.0,
             decay=m.decay or 1.0,
             retention_status=m.retention_status,
-            embedding_version=self._writes.embedding_version,
+            embedding_version=self._indexer.embedding_version,
             superseded_by=new_ids.get(m.superseded_by, m.superseded_by),
             idempotency_key=import_key(source_id),
             indexed=False,
@@ -334,8 +326,7 @@ class HistoryService:
         versions: list[StoredVersion] = []
         for old in sorted(record.versions, key=lambda x: x.version):
             versions.append(
-                await seal_version(
-                    self._cipher,
+                await self._codec.seal_version(
                     memory_id=memory_id,
                     namespace=namespace,
                     at=old.at,
@@ -353,8 +344,7 @@ class HistoryService:
         moved = "" if memory_id == source_id else f" (was {source_id})"
         imported = replace(m, id=memory_id, namespace=namespace)
         versions.append(
-            await seal_version(
-                self._cipher,
+            await self._codec.seal_version(
                 memory_id=memory_id,
                 namespace=namespace,
                 at=now,

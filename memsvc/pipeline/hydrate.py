@@ -6,48 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memsvc.crypto.envelope import EnvelopeCipher
-from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, SealedContent, StoredMemory
+from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory
+from memsvc.memories.codec import MemoryCodec, memory_of
 from memsvc.pipeline.context import Deadline, QueryPlan
 from memsvc.pipeline.recall import Candidate
 from memsvc.stores.records.base import RecordStore
-
-
-async def open_memory(cipher: EnvelopeCipher, stored: StoredMemory) -> Memory:
-    """Decrypt a stored row into a domain memory."""
-    sealed = SealedContent.from_bytes(await cipher.open(stored.namespace, stored.id, stored.ciphertext))
-    return memory_of(stored, sealed)
-
-
-def memory_of(stored: StoredMemory, sealed: SealedContent | None = None) -> Memory:
-    """A stored row as a domain memory; without `sealed`, content and metadata stay empty."""
-    return Memory(
-        id=stored.id,
-        namespace=stored.namespace,
-        content=sealed.content if sealed is not None else "",
-        role=stored.role,
-        kind=stored.kind,
-        tags=stored.tags,
-        session_id=stored.session_id,
-        importance=stored.importance,
-        metadata=sealed.metadata if sealed is not None else {},
-        tier=stored.tier,
-        created_at=stored.created_at,
-        updated_at=stored.updated_at,
-        usage_count=stored.usage_count,
-        last_accessed_at=stored.last_accessed_at,
-        quality=stored.quality,
-        consistency=stored.consistency,
-        decay=stored.decay,
-        retention_status=stored.retention_status,
-        embedding_version=stored.embedding_version,
-        superseded_by=stored.superseded_by,
-        idempotency_key=stored.idempotency_key,
-        expires_at=stored.expires_at,
-        confirmation_count=stored.confirmation_count,
-        score_reasons=dict(stored.score_reasons),
-        vitality=stored.vitality,
-    )
 
 
 def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -74,9 +37,9 @@ class Hydrated:
 
 
 class HydrateStage:
-    def __init__(self, store: RecordStore, cipher: EnvelopeCipher) -> None:
+    def __init__(self, store: RecordStore, codec: MemoryCodec) -> None:
         self._store = store
-        self._cipher = cipher
+        self._codec = codec
 
     async def fetch(
         self, namespace: Namespace, candidates: Sequence[Candidate], deadline: Deadline, decrypt: bool = True
@@ -96,7 +59,7 @@ class HydrateStage:
             if row is None or row.namespace != namespace:
                 continue
             if decrypt:
-                out.append(Hydrated(await open_memory(self._cipher, row), candidate))
+                out.append(Hydrated(await self._codec.open(row), candidate))
             else:
                 out.append(Hydrated(memory_of(row), candidate, sealed=row))
         return out
@@ -107,7 +70,7 @@ class HydrateStage:
         out = []
         for r in ranked:
             row = rows.get(r.memory.id)
-            out.append(r if row is None else replace(r, memory=await open_memory(self._cipher, row)))
+            out.append(r if row is None else replace(r, memory=await self._codec.open(row)))
         return out
 
     async def run(

@@ -11,30 +11,23 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     Memory,
-    MemoryChange,
-    MemoryVersion,
     Namespace,
     RetentionStatus,
-    SealedContent,
     StoredMemory,
-    StoredVersion,
-    Tier,
-    new_version_id,
 )
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
+from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.facts import Claim, extract_claims, find_conflict, is_duplicate
-from memsvc.pipeline.hydrate import open_memory
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import RecallFilter, VectorIndex
 
@@ -42,104 +35,6 @@ log = logging.getLogger(__name__)
 
 # How far a contradicted memory's consistency falls (multiplied in, per contradiction).
 CONSISTENCY_PENALTY = 0.5
-
-
-# -- versions ---------------------------------------------------------------------------------
-
-
-def version_aad_id(version_id: str) -> str:
-    """The id a version's ciphertext is bound to: never equal to a memory id, so no swapping."""
-    return f"version:{version_id}"
-
-
-async def seal_version(
-    cipher: EnvelopeCipher,
-    *,
-    memory_id: str,
-    namespace: Namespace,
-    at: float,
-    actor: str,
-    change: MemoryChange,
-    fields: Sequence[str],
-    description: str,
-    tier: Tier,
-    retention_status: RetentionStatus,
-    importance: float,
-    content: str | None,
-    metadata: Mapping[str, Any] | None = None,
-) -> StoredVersion:
-    """A version row with the content after the change sealed under the namespace's data key."""
-    version_id = new_version_id()
-    ciphertext = None
-    if content is not None:
-        sealed = SealedContent(content, dict(metadata or {})).to_bytes()
-        ciphertext = await cipher.seal(namespace, version_aad_id(version_id), sealed)
-    return StoredVersion(
-        id=version_id,
-        memory_id=memory_id,
-        namespace=namespace,
-        at=at,
-        actor=actor,
-        change=change,
-        fields=tuple(fields),
-        description=description,
-        tier=tier,
-        retention_status=retention_status,
-        importance=importance,
-        ciphertext=ciphertext,
-    )
-
-
-async def version_of(
-    cipher: EnvelopeCipher,
-    memory: Memory,
-    *,
-    at: float,
-    actor: str,
-    change: MemoryChange,
-    fields: Sequence[str],
-    description: str,
-    with_content: bool = True,
-) -> StoredVersion:
-    """A version recording `memory` as it is after the change."""
-    return await seal_version(
-        cipher,
-        memory_id=memory.id,
-        namespace=memory.namespace,
-        at=at,
-        actor=actor,
-        change=change,
-        fields=fields,
-        description=description,
-        tier=memory.tier,
-        retention_status=memory.retention_status,
-        importance=memory.importance,
-        content=memory.content if with_content else None,
-        metadata=memory.metadata,
-    )
-
-
-async def open_version(cipher: EnvelopeCipher, stored: StoredVersion) -> MemoryVersion:
-    content, metadata = "", {}
-    if stored.ciphertext is not None:
-        plain = await cipher.open(stored.namespace, version_aad_id(stored.id), stored.ciphertext)
-        sealed = SealedContent.from_bytes(plain)
-        content, metadata = sealed.content, dict(sealed.metadata)
-    return MemoryVersion(
-        id=stored.id,
-        memory_id=stored.memory_id,
-        version=stored.version,
-        at=stored.at,
-        actor=stored.actor,
-        change=stored.change,
-        fields=stored.fields,
-        description=stored.description,
-        tier=stored.tier,
-        retention_status=stored.retention_status,
-        importance=stored.importance,
-        content=content,
-        metadata=metadata,
-    )
 
 
 # -- contradiction detection ------------------------------------------------------------------
@@ -263,7 +158,7 @@ class WriteReview:
         *,
         store: RecordStore,
         index: VectorIndex,
-        cipher: EnvelopeCipher,
+        codec: MemoryCodec,
         detector: ContradictionDetector,
         duplicate_similarity: float = 0.92,
         contradiction_similarity: float = 0.2,
@@ -271,7 +166,7 @@ class WriteReview:
     ) -> None:
         self._store = store
         self._index = index
-        self._cipher = cipher
+        self._codec = codec
         self._detector = detector
         self._duplicate_similarity = duplicate_similarity
         self._contradiction_similarity = contradiction_similarity
@@ -298,9 +193,8 @@ class WriteReview:
         if not wanted:
             return [Review() for _ in items]
         rows = await deadline.run(self._store.fetch_memories(namespace, wanted), "the record store")
-        opened = {
-            r.id: await open_memory(self._cipher, r) for r in rows if r.retention_status is RetentionStatus.ACTIVE
-        }
+        active = [r for r in rows if r.retention_status is RetentionStatus.ACTIVE]
+        opened = {m.id: m for m in await self._codec.open_all(active)}
         return [
             await self._judge(
                 content, [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened], deadline

@@ -23,7 +23,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     ACTOR_MAINTENANCE,
     MemoryChange,
@@ -34,9 +33,10 @@ from memsvc.domain.models import (
     Tier,
 )
 from memsvc.errors import MemsvcError
+from memsvc.memories.changes import NamespaceChanges
+from memsvc.memories.codec import MemoryCodec
+from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.hydrate import open_memory
-from memsvc.pipeline.lifecycle import version_of
 from memsvc.pipeline.periodic import PeriodicTask
 from memsvc.pipeline.write import WritePath
 from memsvc.stores.records.base import MaintenanceUpdate, RecordStore, UsageStats
@@ -115,13 +115,17 @@ class Maintenance:
         *,
         store: RecordStore,
         writes: WritePath,
-        cipher: EnvelopeCipher,
+        codec: MemoryCodec,
+        indexer: Indexer,
+        changes: NamespaceChanges,
         policy: MaintenancePolicy,
         holder: str | None = None,
     ) -> None:
         self._store = store
         self._writes = writes
-        self._cipher = cipher
+        self._codec = codec
+        self._indexer = indexer
+        self._changes = changes
         self._policy = policy
         self.holder = holder or default_holder()
         self._periodic = PeriodicTask("maintenance", self._tick)
@@ -207,10 +211,9 @@ class Maintenance:
             if abs(decay - row.decay) < _DECAY_EPSILON:
                 return None
             return MaintenanceUpdate(row.id, row.namespace.digest, row.revision, decay)
-        memory = await open_memory(self._cipher, row)
+        memory = await self._codec.open(row)
         idle_days = idle_s / _DAY_S
-        version = await version_of(
-            self._cipher,
+        version = await self._codec.version_of(
             replace(memory, tier=tier, decay=decay),
             at=now,
             actor=ACTOR_MAINTENANCE,
@@ -234,9 +237,9 @@ class Maintenance:
         for row in rows:
             by_namespace[row.namespace].append(row)
         for namespace, group in by_namespace.items():
-            contents = [(await open_memory(self._cipher, row)).content for row in group]
-            await self._writes.reindex(namespace, list(zip(group, contents, strict=True)))
-            await self._writes.invalidate(namespace)
+            contents = [m.content for m in await self._codec.open_all(group)]
+            await self._indexer.reindex(namespace, list(zip(group, contents, strict=True)))
+            await self._changes.changed(namespace)
 
     # -- the in-process scheduler (embedded default) -------------------------------------------
 

@@ -12,14 +12,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder
-from memsvc.pipeline.hydrate import open_memory
-from memsvc.pipeline.lexical import LexicalWriter
+from memsvc.memories.codec import MemoryCodec
+from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.periodic import PeriodicTask
-from memsvc.stores.records.base import IndexTicket, RecordStore
-from memsvc.stores.vectors.base import VectorIndex, VectorItem
+from memsvc.stores.records.base import RecordStore
+from memsvc.stores.vectors.base import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -31,40 +30,24 @@ class ReconcileResult:
     namespaces_dropped: int
 
 
-def vector_item(stored: StoredMemory, vector: object) -> VectorItem:
-    import numpy as np
-
-    return VectorItem(
-        memory_id=stored.id,
-        vector=np.asarray(vector, dtype=np.float32),
-        tier=stored.tier,
-        tags=stored.tags,
-        session_id=stored.session_id,
-        role=stored.role,
-        kind=stored.kind,
-        retention_status=stored.retention_status,
-        created_at=stored.created_at,
-    )
-
-
 class Reconciler:
     def __init__(
         self,
         store: RecordStore,
         index: VectorIndex,
         embedder: Embedder,
-        cipher: EnvelopeCipher,
+        codec: MemoryCodec,
+        indexer: Indexer,
         min_age_s: float,
         batch: int = 256,
-        lexical: LexicalWriter | None = None,
     ) -> None:
         self._store = store
         self._index = index
         self._embedder = embedder
-        self._cipher = cipher
+        self._codec = codec
+        self._indexer = indexer
         self._min_age_s = min_age_s
         self._batch = batch
-        self._lexical = lexical
         # The first pass runs at start-up: rows left unindexed by a crash are restored at once.
         self._periodic = PeriodicTask("reconciliation", self._tick, run_first=True)
 
@@ -88,12 +71,10 @@ class Reconciler:
             for row in rows:
                 by_namespace[row.namespace].append(row)
             for namespace, group in by_namespace.items():
-                memories = [await open_memory(self._cipher, row) for row in group]
-                vectors = await self._embedder.embed([m.content for m in memories])
-                if self._lexical is not None:
-                    await self._lexical.write(namespace, [(m.id, m.content) for m in memories])
-                await self._index.upsert(namespace, [vector_item(r, v) for r, v in zip(group, vectors, strict=True)])
-                await self._store.mark_indexed([IndexTicket(r.id, r.revision) for r in group])
+                contents = [m.content for m in await self._codec.open_all(group)]
+                vectors = await self._embedder.embed(contents)
+                # Raises while an index is down: the pass stops and the next one retries.
+                await self._indexer.index(namespace, list(zip(group, vectors, strict=True)), contents)
                 total += len(group)
             if len(rows) < self._batch or self._periodic.stopping:
                 return total  # the rest waits for the next pass (or the next start)

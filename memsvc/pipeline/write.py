@@ -1,50 +1,38 @@
-"""The write path: validate -> embed (batched) -> encrypt -> record row -> vector upsert.
+"""The write path: validate -> embed (batched) -> review -> seal -> record row -> index.
 
-The record store is the source of truth. A row is committed before its vector is written;
-if the vector write fails the row stays marked unindexed and the reconciler finishes the
-job, so an acknowledged write is never lost.
+The record store is the source of truth. A row is committed before it is indexed; if an index
+write fails the row stays marked unindexed and the reconciler finishes the job, so an
+acknowledged write is never lost. Reads (Get, List) live in memsvc/pipeline/reads.py.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import (
     Memory,
     MemoryChange,
     MemoryChanges,
-    MemoryFilter,
     Namespace,
     NewMemory,
     Permission,
     Principal,
     RetentionStatus,
-    SealedContent,
     StoredMemory,
     StoredVersion,
     new_memory_id,
 )
-from memsvc.embeddings.base import Embedder
-from memsvc.errors import MemsvcError, NotFound, PermissionDenied
+from memsvc.embeddings.base import Embedder, Vector
+from memsvc.errors import NotFound, PermissionDenied
+from memsvc.memories.changes import NamespaceChanges
+from memsvc.memories.codec import MemoryCodec, with_plaintext
+from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.hydrate import metadata_matches, open_memory
-from memsvc.pipeline.lexical import LexicalWriter
-from memsvc.pipeline.lifecycle import (
-    Contradiction,
-    Review,
-    WriteReview,
-    seal_version,
-    superseded_changes,
-    version_of,
-)
-from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.reconcile import vector_item
+from memsvc.pipeline.lifecycle import Contradiction, Review, WriteReview, superseded_changes
 from memsvc.pipeline.scoring import estimate_importance, estimate_quality
 from memsvc.pipeline.validation import (
     Limits,
@@ -52,14 +40,9 @@ from memsvc.pipeline.validation import (
     check_memory_id,
     check_user_id,
     validate_changes,
-    validate_listing,
     validate_new_memories,
 )
-from memsvc.stores.caches.base import ResultCache
-from memsvc.stores.records.base import IndexTicket, PageCursor, RecordStore
-from memsvc.stores.vectors.base import VectorIndex
-
-log = logging.getLogger(__name__)
+from memsvc.stores.records.base import RecordStore
 
 
 class WriteOutcome(StrEnum):
@@ -80,12 +63,24 @@ class AddResult:
 
 
 @dataclass(frozen=True)
-class Page:
-    memories: list[Memory]
-    next_page_token: str
+class Draft:
+    """One item of an AddMemories call on its way through review, sealing and storing.
+
+    Exactly one of `result` (answered without a new row: a replay, a stored duplicate),
+    `repeats` (a repeat of an earlier item of the call) and `row` (a new row) is set.
+    """
+
+    item: NewMemory
+    vector: Vector
+    result: AddResult | None = None
+    repeats: int | None = None  # position in the call of the earlier item this one repeats
+    reason: str = ""
+    row: StoredMemory | None = None
+    memory: Memory | None = None  # the new row's plaintext view: nothing is decrypted again
+    supersedes: tuple[Contradiction, ...] = ()
 
 
-def _require(principal: Principal, permission: Permission) -> None:
+def require(principal: Principal, permission: Permission) -> None:
     if not principal.allows(permission):
         raise PermissionDenied(f"this API key lacks the {permission.value} permission")
 
@@ -95,28 +90,22 @@ class WritePath:
         self,
         *,
         store: RecordStore,
-        index: VectorIndex,
         embedder: Embedder,
-        cipher: EnvelopeCipher,
-        result_cache: ResultCache,
-        page_tokens: PageTokens,
+        codec: MemoryCodec,
+        indexer: Indexer,
+        changes: NamespaceChanges,
         limits: Limits,
-        default_page_size: int,
-        lexical: LexicalWriter | None = None,
         review: WriteReview | None = None,
     ) -> None:
         self._store = store
-        self._index = index
         self._embedder = embedder
-        self._cipher = cipher
-        self._cache = result_cache
-        self._pages = page_tokens
+        self._codec = codec
+        self._indexer = indexer
+        self._changes = changes
         self._limits = limits
-        self._default_page_size = default_page_size
-        self._lexical = lexical
         self._review = review
 
-    # -- writes -------------------------------------------------------------------------------
+    # -- AddMemories --------------------------------------------------------------------------
 
     async def add(
         self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
@@ -126,8 +115,12 @@ class WritePath:
     async def add_detailed(
         self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
     ) -> list[AddResult]:
-        """Store new memories; repeats confirm an existing memory, contradictions supersede older ones."""
-        _require(principal, Permission.WRITE)
+        """Store new memories; repeats confirm an existing memory, contradictions supersede older ones.
+
+        One walk: every item is drafted in order (replay, repeat, or a new sealed row), the new
+        rows and their versions are stored in one transaction, then indexed.
+        """
+        require(principal, Permission.WRITE)
         now = time.time()
         validate_new_memories(user_id, items, self._limits, now)
         namespace = Namespace.of(principal, user_id)
@@ -138,111 +131,145 @@ class WritePath:
             for r in await deadline.run(self._store.fetch_by_idempotency_keys(namespace, keys), "the record store")
         }
         vectors = await deadline.run(self._embedder.embed([i.content for i in items]), "the embedder")
-        results: list[AddResult | None] = [None] * len(items)
-        rows: list[StoredMemory] = []
-        versions: list[StoredVersion] = []
-        pending: list[tuple[int, NewMemory, Any, tuple[Contradiction, ...]]] = []
-        batch: list[tuple[Memory, Any]] = []  # this call's new memories, for repeats within the call
-        repeats: list[tuple[int, int, str]] = []  # (item, pending row it repeats, why)
-        confirmed_any = False
-        # Every item against the stored memories in one search; then in order against each other.
-        to_review = [
-            i for i, item in enumerate(items) if self._review is not None and item.idempotency_key not in replayed
-        ]
+        reviews = await self._review_against_stored(namespace, items, vectors, replayed, deadline)
+        drafts: list[Draft] = []
+        for item, vector, review in zip(items, vectors, reviews, strict=True):
+            draft = await self._draft(principal, namespace, item, vector, review, replayed, drafts, now, deadline)
+            drafts.append(draft)
+        return await self._store_drafts(principal, namespace, drafts, now, deadline)
+
+    async def _review_against_stored(
+        self,
+        namespace: Namespace,
+        items: Sequence[NewMemory],
+        vectors: Sequence[Vector],
+        replayed: dict[str, StoredMemory],
+        deadline: Deadline,
+    ) -> list[Review]:
+        """Every item (but replays) against the user's stored memories, in one search."""
         reviews = [Review()] * len(items)
-        if self._review is not None and to_review:
-            found = await self._review.review_many(
-                namespace, [(items[i].content, vectors[i]) for i in to_review], deadline
-            )
-            for i, review in zip(to_review, found, strict=True):
-                reviews[i] = review
-        for i, (item, vector, review) in enumerate(zip(items, vectors, reviews, strict=True)):
-            if item.idempotency_key in replayed:
-                memory = await open_memory(self._cipher, replayed[item.idempotency_key])
-                results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
-                continue
-            local = Review()
-            if self._review is not None and review.duplicate_of is None:
-                local = await self._review.review_batch(item.content, vector, batch, deadline)
-            if review.duplicate_of is not None:
-                confirmed = await self._confirm(principal, review.duplicate_of, review.duplicate_reason, now, deadline)
-                if confirmed is not None:
-                    confirmed_any = True
-                    results[i] = AddResult(confirmed, False, WriteOutcome.CONFIRMED_EXISTING, review.duplicate_reason)
-                    continue
-            if local.duplicate_of is not None:
-                k = next(k for k, (m, _) in enumerate(batch) if m.id == local.duplicate_of.id)
-                rows[k] = replace(rows[k], confirmation_count=rows[k].confirmation_count + 1)
-                after = replace(local.duplicate_of, confirmation_count=rows[k].confirmation_count)
-                versions.append(
-                    await version_of(
-                        self._cipher,
-                        after,
+        wanted = [i for i, item in enumerate(items) if item.idempotency_key not in replayed]
+        if self._review is None or not wanted:
+            return reviews
+        found = await self._review.review_many(namespace, [(items[i].content, vectors[i]) for i in wanted], deadline)
+        for i, review in zip(wanted, found, strict=True):
+            reviews[i] = review
+        return reviews
+
+    async def _draft(
+        self,
+        principal: Principal,
+        namespace: Namespace,
+        item: NewMemory,
+        vector: Vector,
+        review: Review,
+        replayed: dict[str, StoredMemory],
+        earlier: Sequence[Draft],
+        now: float,
+        deadline: Deadline,
+    ) -> Draft:
+        if item.idempotency_key in replayed:
+            memory = await self._codec.open(replayed[item.idempotency_key])
+            replay = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
+            return Draft(item, vector, result=replay)
+        if review.duplicate_of is not None:
+            confirmed = await self._confirm(principal, review.duplicate_of, review.duplicate_reason, now, deadline)
+            if confirmed is not None:
+                result = AddResult(confirmed, False, WriteOutcome.CONFIRMED_EXISTING, review.duplicate_reason)
+                return Draft(item, vector, result=result)
+        # Then against this call's earlier new items, which no index holds yet.
+        local = Review()
+        if self._review is not None and review.duplicate_of is None:
+            new = [(d.memory, d.vector) for d in earlier if d.memory is not None]
+            local = await self._review.review_batch(item.content, vector, new, deadline)
+        if local.duplicate_of is not None:
+            position = next(k for k, d in enumerate(earlier) if d.memory is local.duplicate_of)
+            return Draft(item, vector, repeats=position, reason=local.duplicate_reason)
+        contradictions = review.contradictions + local.contradictions
+        created_at = item.created_at if item.created_at is not None else now
+        # A back-dated statement older than the memory it contradicts is history, not news.
+        newer = [c for c in contradictions if c.memory.created_at > created_at]
+        row = await self._new_row(namespace, item, now)
+        if newer:
+            successor = max(newer, key=lambda c: c.memory.created_at)
+            row = replace(row, **superseded_changes(row, successor.memory.id, successor.reason))
+        memory = with_plaintext(row, item.content, item.metadata)
+        return Draft(item, vector, row=row, memory=memory, supersedes=() if newer else contradictions)
+
+    async def _store_drafts(
+        self, principal: Principal, namespace: Namespace, drafts: Sequence[Draft], now: float, deadline: Deadline
+    ) -> list[AddResult]:
+        """Store the new rows (repeats counted into them) with their versions; index; supersede."""
+        confirmations = {k: d.row.confirmation_count for k, d in enumerate(drafts) if d.row is not None}
+        creates: list[StoredVersion] = []
+        confirms: list[StoredVersion] = []
+        for draft in drafts:
+            if draft.memory is not None:
+                creates.append(
+                    await self._codec.version_of(
+                        draft.memory,
+                        at=now,
+                        actor=principal.key_id,
+                        change=MemoryChange.CREATE,
+                        fields=("content", "metadata", "importance", "quality", "tier"),
+                        description="created by AddMemories",
+                    )
+                )
+            elif draft.repeats is not None:
+                confirmations[draft.repeats] += 1
+                target = drafts[draft.repeats].memory
+                assert target is not None
+                confirms.append(
+                    await self._codec.version_of(
+                        replace(target, confirmation_count=confirmations[draft.repeats]),
                         at=now,
                         actor=principal.key_id,
                         change=MemoryChange.CONFIRM,
                         fields=("confirmation_count",),
-                        description=local.duplicate_reason,
+                        description=draft.reason,
                     )
                 )
-                repeats.append((i, k, local.duplicate_reason))
-                continue
-            contradictions = review.contradictions + local.contradictions
-            created_at = item.created_at if item.created_at is not None else now
-            # A back-dated statement older than the memory it contradicts is history, not news.
-            newer = [c for c in contradictions if c.memory.created_at > created_at]
-            row = await self._new_row(namespace, item, now, max(newer, key=lambda c: c.memory.created_at, default=None))
-            rows.append(row)
-            memory = await open_memory(self._cipher, row)
-            batch.append((memory, vector))
-            versions.append(
-                await version_of(
-                    self._cipher,
-                    memory,
-                    at=now,
-                    actor=principal.key_id,
-                    change=MemoryChange.CREATE,
-                    fields=("content", "metadata", "importance", "quality", "tier"),
-                    description="created by AddMemories",
-                )
-            )
-            pending.append((i, item, vector, () if newer else contradictions))
-        # Creates come first in `versions` order per memory, so confirmations number after them.
-        versions.sort(key=lambda v: v.change is not MemoryChange.CREATE)
-        stored = await deadline.run(self._store.insert_memories(rows, versions), "the record store")
-        fresh: list[tuple[StoredMemory, Any]] = []
+        new = [k for k, d in enumerate(drafts) if d.row is not None]
+        rows = [replace(r, confirmation_count=confirmations[k]) for k in new if (r := drafts[k].row) is not None]
+        # Creates first, so a memory's confirmations number after its creation.
+        stored = await deadline.run(self._store.insert_memories(rows, creates + confirms), "the record store")
+        memories: dict[int, Memory] = {}
+        results: dict[int, AddResult] = {}
+        fresh: list[tuple[StoredMemory, Vector]] = []
         texts: list[str] = []
         supersede: list[tuple[Memory, str, str]] = []
-        opened: list[Memory] = []
-        for (i, item, vector, contradicted), (row, created) in zip(pending, stored, strict=True):
-            memory = await open_memory(self._cipher, row)
-            opened.append(memory)
+        for k, (row, created) in zip(new, stored, strict=True):
+            draft = drafts[k]
             if not created:  # a concurrent retry stored the same idempotency key first
-                results[i] = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
+                memories[k] = await self._codec.open(row)
+                why = "idempotency key stored before"
+                results[k] = AddResult(memories[k], False, WriteOutcome.IDEMPOTENT_REPLAY, why)
                 continue
-            fresh.append((row, vector))
-            texts.append(item.content)
-            superseded = tuple(c.memory.id for c in contradicted)
-            supersede += [(c.memory, row.id, c.reason) for c in contradicted]
+            memories[k] = with_plaintext(row, draft.item.content, draft.item.metadata)
+            fresh.append((row, draft.vector))
+            texts.append(draft.item.content)
+            superseded = tuple(c.memory.id for c in draft.supersedes)
+            supersede += [(c.memory, row.id, c.reason) for c in draft.supersedes]
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
             if row.retention_status is RetentionStatus.SUPERSEDED:
                 reason = f"older than memory {row.superseded_by}, which it contradicts; stored as superseded history"
-            results[i] = AddResult(memory, True, WriteOutcome.CREATED, reason, superseded)
-        for i, k, why in repeats:
-            results[i] = AddResult(opened[k], False, WriteOutcome.CONFIRMED_EXISTING, why)
-        if fresh or confirmed_any:
-            await self._cache.invalidate(namespace)
-        if fresh:
-            await self._index_rows(namespace, fresh, texts)
+            results[k] = AddResult(memories[k], True, WriteOutcome.CREATED, reason, superseded)
+        out: list[AddResult] = []
+        for k, draft in enumerate(drafts):
+            if draft.result is not None:
+                out.append(draft.result)
+            elif draft.repeats is not None:
+                out.append(AddResult(memories[draft.repeats], False, WriteOutcome.CONFIRMED_EXISTING, draft.reason))
+            else:
+                out.append(results[k])
+        if fresh or any(r.outcome is WriteOutcome.CONFIRMED_EXISTING for r in out):
+            await self._changes.changed(namespace)
+        await self._indexer.index_or_defer(namespace, fresh, texts)
         if supersede:
             await self._supersede(principal, namespace, supersede, now)
-        done = [r for r in results if r is not None]
-        assert len(done) == len(items)
-        return done
+        return out
 
-    async def _new_row(
-        self, namespace: Namespace, item: NewMemory, now: float, superseded_by: Contradiction | None = None
-    ) -> StoredMemory:
+    async def _new_row(self, namespace: Namespace, item: NewMemory, now: float) -> StoredMemory:
         created_at = item.created_at if item.created_at is not None else now
         memory_id = new_memory_id(created_at)
         if item.importance is not None:
@@ -251,16 +278,15 @@ class WritePath:
             estimate = estimate_importance(item.content, item.role, item.kind)
             importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
         quality = estimate_quality(item.content)
-        sealed = SealedContent(item.content, dict(item.metadata)).to_bytes()
         reasons = {
             "importance": importance_reason,
             "quality": f"estimated: {quality.reason}",
             "consistency": "not contradicted",
         }
-        row = StoredMemory(
+        return StoredMemory(
             id=memory_id,
             namespace=namespace,
-            ciphertext=await self._cipher.seal(namespace, memory_id, sealed),
+            ciphertext=await self._codec.seal(namespace, memory_id, item.content, item.metadata),
             role=item.role,
             kind=item.kind,
             tags=item.tags,
@@ -275,22 +301,18 @@ class WritePath:
             consistency=1.0,
             decay=1.0,
             retention_status=RetentionStatus.ACTIVE,
-            embedding_version=self._index.embedding_version,
+            embedding_version=self._indexer.embedding_version,
             superseded_by="",
             idempotency_key=item.idempotency_key,
             indexed=False,
             expires_at=item.expires_at,
             score_reasons=reasons,
         )
-        if superseded_by is None:
-            return row
-        return replace(row, **superseded_changes(row, superseded_by.memory.id, superseded_by.reason))
 
     async def _confirm(
         self, principal: Principal, existing: Memory, reason: str, now: float, deadline: Deadline
     ) -> Memory | None:
-        version = await version_of(
-            self._cipher,
+        version = await self._codec.version_of(
             replace(existing, confirmation_count=existing.confirmation_count + 1),
             at=now,
             actor=principal.key_id,
@@ -301,7 +323,7 @@ class WritePath:
         row = await deadline.run(
             self._store.confirm_memory(existing.namespace, existing.id, now, version), "the record store"
         )
-        return None if row is None else await open_memory(self._cipher, row)
+        return None if row is None else with_plaintext(row, existing.content, existing.metadata)
 
     async def _supersede(
         self, principal: Principal, namespace: Namespace, items: Sequence[tuple[Memory, str, str]], now: float
@@ -314,8 +336,7 @@ class WritePath:
         for old, successor_id, reason in items:
             changes = superseded_changes(old, successor_id, reason)
             after = replace(old, retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
-            version = await version_of(
-                self._cipher,
+            version = await self._codec.version_of(
                 after,
                 at=now,
                 actor=principal.key_id,
@@ -326,67 +347,21 @@ class WritePath:
             row = await self._store.update_memory(namespace, old.id, changes, now, version)
             if row is not None:
                 updated.append((row, old.content))
-        await self.reindex(namespace, updated)
-
-    @property
-    def embedding_version(self) -> str:
-        return self._index.embedding_version
-
-    async def index_rows(
-        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()
-    ) -> None:
-        """Index stored rows (postings and vectors); the reconciler finishes if this fails."""
-        await self._index_rows(namespace, rows, texts)
-
-    async def reindex(self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, str]]) -> None:
-        """Rewrite the index entries of rows whose indexed attributes changed (status, tier).
-
-        The content did not change, so the stored vector is reused; only a row the index has no
-        vector for (never indexed, or the index unreachable) is embedded again from `content`.
-        """
-        if not rows:
-            return
-        try:
-            stored = await self._index.vectors(namespace, [row.id for row, _ in rows])
-        except MemsvcError:
-            stored = {}
-        missing = [(row, content) for row, content in rows if row.id not in stored]
-        if missing:
-            fresh = await self._embedder.embed([content for _, content in missing])
-            stored.update({row.id: v for (row, _), v in zip(missing, fresh, strict=True)})
-        await self._index_rows(namespace, [(row, stored[row.id]) for row, _ in rows])
-
-    async def invalidate(self, namespace: Namespace) -> None:
-        """Drop cached query results of a namespace whose rows changed outside a write RPC."""
-        await self._cache.invalidate(namespace)
-
-    async def _index_rows(
-        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Any]], texts: Sequence[str] = ()
-    ) -> None:
-        """Write postings and vectors, then mark rows indexed; on failure leave them to the reconciler."""
-        try:
-            if self._lexical is not None and texts:
-                pairs = [(row.id, text) for (row, _), text in zip(rows, texts, strict=True)]
-                await self._lexical.write(namespace, pairs)
-            await self._index.upsert(namespace, [vector_item(row, vector) for row, vector in rows])
-            await self._store.mark_indexed([IndexTicket(row.id, row.revision) for row, _ in rows])
-        except MemsvcError as exc:
-            log.warning("vector write deferred to the reconciler for %d rows: %s", len(rows), exc.message)
+        await self._indexer.reindex(namespace, updated)
 
     async def update(
         self, principal: Principal, user_id: str, memory_id: str, changes: MemoryChanges, deadline: Deadline
     ) -> Memory:
-        _require(principal, Permission.WRITE)
+        require(principal, Permission.WRITE)
         validate_changes(user_id, memory_id, changes, self._limits)
         namespace = Namespace.of(principal, user_id)
         current = await self._get_stored(namespace, memory_id, deadline)
-        memory = await open_memory(self._cipher, current)
+        memory = await self._codec.open(current)
         columns: dict[str, Any] = {}
         content = memory.content if changes.content is None else changes.content
         metadata = memory.metadata if changes.metadata is None else changes.metadata
         if changes.content is not None or changes.metadata is not None:
-            sealed = SealedContent(content, dict(metadata)).to_bytes()
-            columns["ciphertext"] = await self._cipher.seal(namespace, memory_id, sealed)
+            columns["ciphertext"] = await self._codec.seal(namespace, memory_id, content, metadata)
         if changes.tags is not None:
             columns["tags"] = changes.tags
         if changes.tier is not None:
@@ -408,8 +383,7 @@ class WritePath:
             tier=memory.tier if changes.tier is None else changes.tier,
             importance=memory.importance if changes.importance is None else changes.importance,
         )
-        version = await version_of(
-            self._cipher,
+        version = await self._codec.version_of(
             after,
             at=now,
             actor=principal.key_id,
@@ -422,12 +396,12 @@ class WritePath:
         )
         if updated is None:
             raise NotFound("no such memory")
-        await self._cache.invalidate(namespace)
-        await self._index_rows(namespace, [(updated, vectors[0])], [content])
-        return await open_memory(self._cipher, updated)
+        await self._changes.changed(namespace)
+        await self._indexer.index_or_defer(namespace, [(updated, vectors[0])], [content])
+        return with_plaintext(updated, content, metadata)
 
     async def delete(self, principal: Principal, user_id: str, memory_id: str, deadline: Deadline) -> None:
-        _require(principal, Permission.WRITE)
+        require(principal, Permission.WRITE)
         self._check_ids(user_id, memory_id)
         namespace = Namespace.of(principal, user_id)
         if not await self.delete_rows(namespace, [memory_id], principal.key_id, "deleted by DeleteMemory", deadline):
@@ -445,8 +419,7 @@ class WritePath:
             row = await deadline.run(self._store.fetch_memories(namespace, [memory_id]), "the record store")
             if not row:
                 continue
-            version = await seal_version(
-                self._cipher,
+            version = await self._codec.seal_version(
                 memory_id=memory_id,
                 namespace=namespace,
                 at=time.time(),
@@ -463,66 +436,22 @@ class WritePath:
                 deleted += 1
         if not deleted:
             return 0
-        await self._cache.invalidate(namespace)
-        try:
-            await self._index.delete(namespace, list(memory_ids))
-            await self._store.clear_vector_tombstones(list(memory_ids))
-        except MemsvcError as exc:
-            log.warning("vector delete deferred to the reconciler: %s", exc.message)
+        await self._changes.changed(namespace)
+        await self._indexer.remove(namespace, memory_ids)
         return deleted
 
     async def forget(self, principal: Principal, user_id: str, deadline: Deadline) -> int:
-        _require(principal, Permission.WRITE)
+        require(principal, Permission.WRITE)
         v = Violations()
         check_user_id(v, user_id)
         v.raise_if_any()
         namespace = Namespace.of(principal, user_id)
         # Rows and the data key go first, in one transaction: from then on nothing decrypts.
         count = await deadline.run(self._store.forget_namespace(namespace), "the record store")
-        self._cipher.forget(namespace)
-        await self._cache.invalidate(namespace)
-        try:
-            await self._index.drop_namespace(namespace)
-            await self._store.clear_namespace_tombstone(namespace)
-        except MemsvcError as exc:
-            log.warning("vector erasure deferred to the reconciler: %s", exc.message)
+        self._codec.forget(namespace)
+        await self._changes.changed(namespace)
+        await self._indexer.drop(namespace)
         return count
-
-    # -- reads --------------------------------------------------------------------------------
-
-    async def get(self, principal: Principal, user_id: str, memory_id: str, deadline: Deadline) -> Memory:
-        _require(principal, Permission.READ)
-        self._check_ids(user_id, memory_id)
-        stored = await self._get_stored(Namespace.of(principal, user_id), memory_id, deadline)
-        return await open_memory(self._cipher, stored)
-
-    async def list(
-        self,
-        principal: Principal,
-        user_id: str,
-        memory_filter: MemoryFilter,
-        page_size: int,
-        page_token: str,
-        deadline: Deadline,
-    ) -> Page:
-        _require(principal, Permission.READ)
-        size = page_size or self._default_page_size
-        validate_listing(user_id, size, memory_filter, self._limits)
-        namespace = Namespace.of(principal, user_id)
-        fingerprint = memory_filter.fingerprint()
-        cursor = self._pages.decode(page_token, namespace, fingerprint) if page_token else None
-        rows = await deadline.run(
-            self._store.list_memories(namespace, memory_filter, cursor, size + 1), "the record store"
-        )
-        has_more = len(rows) > size
-        rows = rows[:size]
-        memories = [await open_memory(self._cipher, row) for row in rows]
-        if memory_filter.metadata:
-            memories = [m for m in memories if metadata_matches(m.metadata, memory_filter.metadata)]
-        token = ""
-        if has_more and rows:
-            token = self._pages.encode(namespace, fingerprint, PageCursor(rows[-1].created_at, rows[-1].id))
-        return Page(memories, token)
 
     async def _get_stored(self, namespace: Namespace, memory_id: str, deadline: Deadline) -> StoredMemory:
         rows = await deadline.run(self._store.fetch_memories(namespace, [memory_id]), "the record store")

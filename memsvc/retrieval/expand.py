@@ -6,10 +6,9 @@ from dataclasses import replace
 
 from opentelemetry.trace import Tracer
 
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.domain.models import RankedMemory, ScoreBreakdown
+from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import Deadline, QueryReport, stage_span
-from memsvc.pipeline.hydrate import open_memory
 from memsvc.pipeline.query import QueryOutcome
 from memsvc.stores.records.base import RecordStore
 
@@ -17,9 +16,9 @@ from memsvc.stores.records.base import RecordStore
 class ContextExpander:
     """One record-store query for all neighbours; a neighbour follows its anchor, oldest first."""
 
-    def __init__(self, store: RecordStore, cipher: EnvelopeCipher, tracer: Tracer) -> None:
+    def __init__(self, store: RecordStore, codec: MemoryCodec, tracer: Tracer) -> None:
         self._store = store
-        self._cipher = cipher
+        self._codec = codec
         self._tracer = tracer
 
     async def run(self, outcome: QueryOutcome, window: int, deadline: Deadline, report: QueryReport) -> QueryOutcome:
@@ -42,7 +41,7 @@ class ContextExpander:
             for row in rows:
                 if row.namespace != plan.namespace:
                     continue
-                opened[row.id] = await open_memory(self._cipher, row)
+                opened[row.id] = await self._codec.open(row)
                 by_session.setdefault(row.session_id, []).append((row.created_at, row.id))
             returned = {r.memory.id for r in outcome.memories}
             emitted: set[str] = set()

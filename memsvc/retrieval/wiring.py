@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memsvc.config import Settings
-from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.llm.client import ChatModel, Llm, OpenAIChatModel
+from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.query import QueryPipeline
 from memsvc.retrieval.agent import Agent
 from memsvc.retrieval.applicability import Applicability
@@ -29,9 +29,7 @@ def build_llm(settings: Settings) -> Llm:
     return Llm(model, settings.llm_timeout_s)
 
 
-def build_retrieval(
-    settings: Settings, pipeline: QueryPipeline, store: RecordStore, cipher: EnvelopeCipher
-) -> Retrieval:
+def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: RecordStore, codec: MemoryCodec) -> Retrieval:
     llm = build_llm(settings)
     strategies: dict[str, Strategy] = {
         "multi_query": MultiQuery(
@@ -53,7 +51,7 @@ def build_retrieval(
     return Retrieval(
         pipeline,
         strategies,
-        ContextExpander(store, cipher, pipeline.tracer),
+        ContextExpander(store, codec, pipeline.tracer),
         llm,
         max_query_chars=settings.max_query_chars,
         default_token_budget=settings.default_token_budget,

@@ -301,7 +301,9 @@ def test_the_maintenance_job_is_idempotent_and_safe_on_two_replicas(server: Runn
         return Maintenance(
             store=second_store if own_store else components.store,
             writes=components.writes,
-            cipher=components.cipher,
+            codec=components.codec,
+            indexer=components.indexer,
+            changes=components.changes,
             policy=components.maintenance._policy,
             holder=holder,
         )

@@ -97,7 +97,7 @@ def test_no_plaintext_at_rest_in_rows_files_logs_spans_or_caches(
     components = server.components
 
     # Caches (in-process): ids, scores, vectors and sealed texts only.
-    for cache in (components.pipeline, components.writes):
+    for cache in (components.pipeline, components.writes, components.reads):
         cached = "\n".join(_strings(cache))
         for canary in CANARIES:
             assert canary not in cached, f"{canary} is held in memory by {type(cache).__name__}"

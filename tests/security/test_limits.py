@@ -116,13 +116,13 @@ def test_concurrency_limit_sheds_load_instead_of_queueing(
 ) -> None:
     s = server_factory(max_concurrent_rpcs=2)
     memory_id = add(s, s.api_key, "u", "Ursula keeps a kayak at the lake")[0].id
-    real_get = s.components.writes.get
+    real_get = s.components.reads.get
 
     async def slow_get(*args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(1.5)
         return await real_get(*args, **kwargs)
 
-    monkeypatch.setattr(s.components.writes, "get", slow_get)
+    monkeypatch.setattr(s.components.reads, "get", slow_get)
     request = write_service_pb2.GetMemoryRequest(user_id="u", id=memory_id)
 
     def call() -> tuple[grpc.StatusCode, float]:

@@ -1,0 +1,106 @@
+"""Putting stored rows into the indexes: lexical postings, the vector, then the row marked indexed.
+
+The record store is the truth and the indexes follow it: a row stays `indexed = 0` until both
+are written, so whatever fails here is finished by the reconciler. Writes, import, maintenance
+and the reconciler all index through this one object.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from memsvc.domain.models import Namespace, StoredMemory
+from memsvc.embeddings.base import Embedder, Vector
+from memsvc.errors import MemsvcError
+from memsvc.pipeline.lexical import LexicalWriter
+from memsvc.stores.records.base import IndexTicket, RecordStore
+from memsvc.stores.vectors.base import VectorIndex, VectorItem
+
+log = logging.getLogger(__name__)
+
+
+def vector_item(stored: StoredMemory, vector: Vector) -> VectorItem:
+    """The vector index entry of a row: its vector and the attributes recall filters on."""
+    return VectorItem(
+        memory_id=stored.id,
+        vector=np.asarray(vector, dtype=np.float32),
+        tier=stored.tier,
+        tags=stored.tags,
+        session_id=stored.session_id,
+        role=stored.role,
+        kind=stored.kind,
+        retention_status=stored.retention_status,
+        created_at=stored.created_at,
+    )
+
+
+class Indexer:
+    def __init__(
+        self, store: RecordStore, index: VectorIndex, embedder: Embedder, lexical: LexicalWriter | None
+    ) -> None:
+        self._store = store
+        self._index = index
+        self._embedder = embedder
+        self._lexical = lexical
+
+    @property
+    def embedding_version(self) -> str:
+        return self._index.embedding_version
+
+    async def index(
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], texts: Sequence[str] = ()
+    ) -> None:
+        """Write postings (for `texts`, one per row, when given) and vectors, then mark the rows
+        indexed. Raises the index's error: the caller decides whether to defer."""
+        if not rows:
+            return
+        if self._lexical is not None and texts:
+            await self._lexical.write(namespace, [(row.id, text) for (row, _), text in zip(rows, texts, strict=True)])
+        await self._index.upsert(namespace, [vector_item(row, vector) for row, vector in rows])
+        await self._store.mark_indexed([IndexTicket(row.id, row.revision) for row, _ in rows])
+
+    async def index_or_defer(
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], texts: Sequence[str] = ()
+    ) -> None:
+        """`index`, leaving the rows to the reconciler if an index is down (the write stands)."""
+        try:
+            await self.index(namespace, rows, texts)
+        except MemsvcError as exc:
+            log.warning("vector write deferred to the reconciler for %d rows: %s", len(rows), exc.message)
+
+    async def reindex(self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, str]]) -> None:
+        """Rewrite the index entries of rows whose indexed attributes changed (status, tier).
+
+        The content did not change, so the stored vector is reused; only a row the index has no
+        vector for (never indexed, or the index unreachable) is embedded again from its content.
+        """
+        if not rows:
+            return
+        try:
+            stored = await self._index.vectors(namespace, [row.id for row, _ in rows])
+        except MemsvcError:
+            stored = {}
+        missing = [(row, content) for row, content in rows if row.id not in stored]
+        if missing:
+            fresh = await self._embedder.embed([content for _, content in missing])
+            stored.update({row.id: v for (row, _), v in zip(missing, fresh, strict=True)})
+        await self.index_or_defer(namespace, [(row, stored[row.id]) for row, _ in rows])
+
+    async def remove(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
+        """Delete the vectors of deleted rows (their tombstones let the reconciler finish)."""
+        try:
+            await self._index.delete(namespace, list(memory_ids))
+            await self._store.clear_vector_tombstones(list(memory_ids))
+        except MemsvcError as exc:
+            log.warning("vector delete deferred to the reconciler: %s", exc.message)
+
+    async def drop(self, namespace: Namespace) -> None:
+        """Erase a forgotten namespace's vectors (its tombstone lets the reconciler finish)."""
+        try:
+            await self._index.drop_namespace(namespace)
+            await self._store.clear_namespace_tombstone(namespace)
+        except MemsvcError as exc:
+            log.warning("vector erasure deferred to the reconciler: %s", exc.message)
