@@ -14,6 +14,7 @@ from typing import Any
 
 from memsvc.config import Settings, load_settings
 from memsvc.domain.models import Permission
+from memsvc.pipeline.context import QueryMode
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -289,9 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     query = client_command("query", "query memories")
     query.add_argument("text", nargs="+")
     query.add_argument("--limit", type=int, default=10)
-    query.add_argument(
-        "--mode", default="direct", choices=["direct", "multi_query", "fusion", "applicability", "agent", "auto"]
-    )
+    query.add_argument("--mode", default="direct", choices=[mode.value for mode in QueryMode])
     query.add_argument("--min-importance", type=float)
     query.set_defaults(func=cmd_query)
 

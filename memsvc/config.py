@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     # between a channel's first ranks (docs/retrieval.md).
     lexical_enabled: bool = True
     rrf_k: int = 20
+    # The fusion of a mode's several queries (multi-query, fusion, applicability, agent) keeps
+    # the RRF paper's 60: its lists are deeper (up to a 100-candidate pool per query).
+    queries_rrf_k: int = 60
     bm25_k1: float = 1.2
     # Memories are short (a dialogue turn is about 14 terms), so full length normalisation
     # (0.75) over-rewards two-word memories that happen to hold a query term.

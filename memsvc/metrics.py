@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind
 
 from memsvc import __version__
 from memsvc.domain.models import Namespace
-from memsvc.pipeline.periodic import PeriodicTask
+from memsvc.pipeline.jobs.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedResult, EmbeddingCache, ResultCache
 
 if TYPE_CHECKING:

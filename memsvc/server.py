@@ -23,7 +23,7 @@ from memsvc.embeddings.base import Embedder
 from memsvc.keys import ApiKeys
 from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec
-from memsvc.memories.indexer import Indexer
+from memsvc.memories.indexer import Indexer, LexicalWriter
 from memsvc.metrics import (
     MeteredEmbeddingCache,
     MeteredResultCache,
@@ -31,23 +31,23 @@ from memsvc.metrics import (
     MetricsSpanProcessor,
     build_metrics,
 )
-from memsvc.pipeline.bookkeep import BookkeepStage, RecallRecorder
-from memsvc.pipeline.embed import EmbedStage
 from memsvc.pipeline.history import HistoryService
-from memsvc.pipeline.hydrate import HydrateStage
-from memsvc.pipeline.lexical import LexicalRecall, LexicalWriter
-from memsvc.pipeline.lifecycle import ContradictionDetector, RuleDetector, WriteReview
-from memsvc.pipeline.maintenance import Maintenance, MaintenancePolicy
+from memsvc.pipeline.jobs.maintenance import Maintenance, MaintenancePolicy
+from memsvc.pipeline.jobs.reconcile import Reconciler
 from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.query import QueryPipeline
-from memsvc.pipeline.rank import RankStage
+from memsvc.pipeline.query.bookkeep import BookkeepStage, RecallRecorder
+from memsvc.pipeline.query.embed import EmbedStage
+from memsvc.pipeline.query.hydrate import HydrateStage
+from memsvc.pipeline.query.lexical import LexicalRecall
+from memsvc.pipeline.query.pipeline import QueryPipeline
+from memsvc.pipeline.query.rank import RankStage
+from memsvc.pipeline.query.recall import RecallStage
+from memsvc.pipeline.query.scope import ScopeStage
+from memsvc.pipeline.query.usage import UsageNorms
 from memsvc.pipeline.reads import MemoryReads
-from memsvc.pipeline.recall import RecallStage
-from memsvc.pipeline.reconcile import Reconciler
-from memsvc.pipeline.scope import ScopeStage
-from memsvc.pipeline.usage import UsageNorms
 from memsvc.pipeline.validation import Limits
-from memsvc.pipeline.write import WritePath
+from memsvc.pipeline.write.path import WritePath
+from memsvc.pipeline.write.review import ContradictionDetector, RuleDetector, WriteReview
 from memsvc.retrieval.router import Retrieval
 from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
@@ -168,12 +168,12 @@ class Components:
     reads: MemoryReads
     history: HistoryService
     maintenance: Maintenance
+    retrieval: Retrieval
     reconciler: Reconciler
     recorder: RecallRecorder
     tracer_provider: TracerProvider
     owns_embedder: bool
     redis: RedisGuard | None = None
-    retrieval: Retrieval | None = None
     lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
     metrics: MetricsEndpoint | None = None
 
@@ -194,8 +194,7 @@ class Components:
         await self.index.close()
         if self.lexical_index is not None:
             await self.lexical_index.close()
-        if self.retrieval is not None:
-            await self.retrieval.close()
+        await self.retrieval.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.close()
@@ -276,6 +275,7 @@ async def build_components(
         result_cache=result_cache,
         lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
         rrf_k=settings.rrf_k,
+        queries_rrf_k=settings.queries_rrf_k,
         # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
     )
@@ -363,7 +363,7 @@ def build_contradiction_detector(settings: Settings) -> ContradictionDetector:
     """The LLM judges contradictions when an endpoint is configured; rules otherwise (and as fallback)."""
     if not settings.llm_base_url:
         return RuleDetector()
-    from memsvc.pipeline.lifecycle_llm import llm_detector
+    from memsvc.pipeline.write.review_llm import llm_detector
 
     return llm_detector(settings)
 
@@ -385,7 +385,7 @@ class Service:
                 c.settings.redis_key_prefix,
             ),
             writes=WriteServicer(c.writes, c.reads, c.history),
-            queries=QueryServicer(c.pipeline, c.retrieval),
+            queries=QueryServicer(c.retrieval),
             record_store=c.store,
             vector_index=c.index,
         )

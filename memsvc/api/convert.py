@@ -23,7 +23,7 @@ from memsvc.domain.models import (
     Tier,
 )
 from memsvc.errors import InvalidArgument
-from memsvc.pipeline.context import QueryInput, QueryReport, Turn
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, Turn
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 
 E = TypeVar("E")
@@ -52,16 +52,16 @@ STATUSES: dict[int, RetentionStatus] = {
     memory_pb2.RETENTION_STATUS_SUPERSEDED: RetentionStatus.SUPERSEDED,
     memory_pb2.RETENTION_STATUS_ARCHIVED: RetentionStatus.ARCHIVED,
 }
-MODES: dict[int, str] = {
-    query_service_pb2.QUERY_MODE_UNSPECIFIED: "direct",
-    query_service_pb2.QUERY_MODE_DIRECT: "direct",
-    query_service_pb2.QUERY_MODE_MULTI_QUERY: "multi_query",
-    query_service_pb2.QUERY_MODE_FUSION: "fusion",
-    query_service_pb2.QUERY_MODE_APPLICABILITY: "applicability",
-    query_service_pb2.QUERY_MODE_AGENT: "agent",
-    query_service_pb2.QUERY_MODE_AUTO: "auto",
+MODES: dict[int, QueryMode] = {
+    query_service_pb2.QUERY_MODE_UNSPECIFIED: QueryMode.DIRECT,
+    query_service_pb2.QUERY_MODE_DIRECT: QueryMode.DIRECT,
+    query_service_pb2.QUERY_MODE_MULTI_QUERY: QueryMode.MULTI_QUERY,
+    query_service_pb2.QUERY_MODE_FUSION: QueryMode.FUSION,
+    query_service_pb2.QUERY_MODE_APPLICABILITY: QueryMode.APPLICABILITY,
+    query_service_pb2.QUERY_MODE_AGENT: QueryMode.AGENT,
+    query_service_pb2.QUERY_MODE_AUTO: QueryMode.AUTO,
 }
-MODE_ENUMS: dict[str, Any] = {
+MODE_ENUMS: dict[QueryMode, Any] = {
     name: number for number, name in MODES.items() if number != query_service_pb2.QUERY_MODE_UNSPECIFIED
 }
 
@@ -159,7 +159,7 @@ def memory_filter(msg: memory_pb2.MemoryFilter, field: str = "filter") -> Memory
 
 
 def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
-    mode = enum_value(MODES, request.mode, "mode", "direct")
+    mode = enum_value(MODES, request.mode, "mode", QueryMode.DIRECT)
     return QueryInput(
         user_id=request.user_id,
         query=request.query,
@@ -324,16 +324,16 @@ def report_message(r: QueryReport) -> query_service_pb2.QueryReport:
         selected_tool=r.selected_tool,
         queries=r.queries,
         searches=r.searches,
-        llm_calls=r.llm_calls,
-        llm_time_ms=r.llm_time_ms,
-        input_tokens=r.input_tokens,
-        output_tokens=r.output_tokens,
+        llm_calls=r.llm.calls,
+        llm_time_ms=r.llm.time_ms,
+        input_tokens=r.llm.input_tokens,
+        output_tokens=r.llm.output_tokens,
         stages=[query_service_pb2.StageTiming(stage=k, duration_ms=v) for k, v in r.stages_ms.items()],
         cache_hit=r.cache_hit,
         embedding_cache_hit=r.embedding_cache_hit,
         candidates_recalled=r.candidates_recalled,
         dropped_by_importance=r.dropped_by_importance,
         degraded=r.degraded,
-        notes=r.notes,
+        notes=[*r.notes, *r.llm.notes],
         confidence=r.confidence,
     )

@@ -16,10 +16,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_tra
 
 from memsvc.api.errors import GRPC_CODES, internal_status, status_of
 from memsvc.api.ratelimit import RateLimiter
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.errors import InvalidArgument, MemsvcError, ResourceExhausted, Unauthenticated
 from memsvc.keys import ApiKeys
-from memsvc.pipeline.context import Deadline
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,9 @@ from typing import Any, TypeAlias
 from memsvc.api import convert
 from memsvc.api.interceptor import current_deadline, current_principal
 from memsvc.domain.models import Namespace
-from memsvc.errors import Unimplemented
 from memsvc.pipeline.history import HistoryService, MemoryRecord
-from memsvc.pipeline.query import QueryPipeline
 from memsvc.pipeline.reads import MemoryReads
-from memsvc.pipeline.write import WriteOutcome, WritePath
+from memsvc.pipeline.write.path import WriteOutcome, WritePath
 from memsvc.retrieval.router import Retrieval
 from memsvc.v1 import (
     memory_pb2,
@@ -153,20 +151,14 @@ class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
 
 
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
-    def __init__(self, pipeline: QueryPipeline, retrieval: Retrieval | None = None) -> None:
-        self._pipeline = pipeline
+    def __init__(self, retrieval: Retrieval) -> None:
         self._retrieval = retrieval
 
     async def Query(  # noqa: N802
         self, request: query_service_pb2.QueryRequest, context: Context
     ) -> query_service_pb2.QueryResponse:
         query = convert.query_input(request)
-        if self._retrieval is not None:
-            outcome = await self._retrieval.query(current_principal(), query, current_deadline())
-        elif query.mode == "direct":
-            outcome = await self._pipeline.run(current_principal(), query, current_deadline())
-        else:
-            raise Unimplemented(f"query mode {query.mode} is not available in this server")
+        outcome = await self._retrieval.query(current_principal(), query, current_deadline())
         return query_service_pb2.QueryResponse(
             memories=[convert.ranked_message(r) for r in outcome.memories],
             explanation=outcome.explanation,

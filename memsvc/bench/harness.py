@@ -23,6 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from memsvc.bench.synthetic import memory_texts
+from memsvc.pipeline.context import QueryMode
 
 if TYPE_CHECKING:
     from memsvc.server import Components, Service
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 KINDS = ("MEMORY_KIND_FACT", "MEMORY_KIND_PREFERENCE", "MEMORY_KIND_EPISODE", "MEMORY_KIND_DECISION")
-QUERY_MODES = ("direct", "multi_query", "fusion", "applicability", "agent", "auto")
+QUERY_MODES = tuple(mode.value for mode in QueryMode)
 
 
 def machine() -> dict[str, Any]:

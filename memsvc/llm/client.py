@@ -11,9 +11,10 @@ from typing import Any, Protocol, TypeVar
 
 from openai import APIError, APITimeoutError, AsyncOpenAI
 
+from memsvc.deadline import Deadline
 from memsvc.llm.parse import MalformedReply, parse_json
 from memsvc.llm.prompts import PromptBook
-from memsvc.pipeline.context import Deadline, QueryReport
+from memsvc.llm.usage import LlmUsage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -103,7 +104,7 @@ class Llm:
     async def ask(
         self,
         prompt: str,
-        report: QueryReport,
+        usage: LlmUsage,
         deadline: Deadline,
         shape: Callable[[Any], T],
         *,
@@ -116,31 +117,31 @@ class Llm:
             return None
         budget = self._budget(deadline)
         if budget < _MIN_CALL_S:
-            report.notes.append(f"llm {prompt}: no time left before the deadline, used {fallback}")
+            usage.notes.append(f"llm {prompt}: no time left before the deadline, used {fallback}")
             return None
         system, user = self._prompts.get(prompt).render(**values)
         started = time.perf_counter()
-        report.llm_calls += 1
+        usage.calls += 1
         try:
             reply = await self._model.complete(system, user, max_tokens=max_tokens, timeout_s=budget)
         except ChatTimeout:
-            report.notes.append(f"llm {prompt}: timeout after {budget * 1000:.0f} ms, used {fallback}")
+            usage.notes.append(f"llm {prompt}: timeout after {budget * 1000:.0f} ms, used {fallback}")
             return None
         except ChatFailed as exc:
-            report.notes.append(f"llm {prompt}: endpoint error ({exc}), used {fallback}")
+            usage.notes.append(f"llm {prompt}: endpoint error ({exc}), used {fallback}")
             return None
         except Exception:
             log.exception("llm %s: unexpected failure", prompt)
-            report.notes.append(f"llm {prompt}: endpoint error, used {fallback}")
+            usage.notes.append(f"llm {prompt}: endpoint error, used {fallback}")
             return None
         finally:
-            report.llm_time_ms += (time.perf_counter() - started) * 1000
-        report.input_tokens += reply.input_tokens
-        report.output_tokens += reply.output_tokens
+            usage.time_ms += (time.perf_counter() - started) * 1000
+        usage.input_tokens += reply.input_tokens
+        usage.output_tokens += reply.output_tokens
         try:
             return shape(parse_json(reply.text))
         except MalformedReply as exc:
-            report.notes.append(f"llm {prompt}: malformed reply ({exc}), used {fallback}")
+            usage.notes.append(f"llm {prompt}: malformed reply ({exc}), used {fallback}")
             return None
 
     async def close(self) -> None:

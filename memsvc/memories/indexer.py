@@ -15,7 +15,8 @@ import numpy as np
 from memsvc.domain.models import Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder, Vector
 from memsvc.errors import MemsvcError
-from memsvc.pipeline.lexical import LexicalWriter
+from memsvc.stores.lexical.analysis import TermHasher
+from memsvc.stores.lexical.base import LexicalDoc, LexicalIndex
 from memsvc.stores.records.base import IndexTicket, RecordStore
 from memsvc.stores.vectors.base import VectorIndex, VectorItem
 
@@ -35,6 +36,22 @@ def vector_item(stored: StoredMemory, vector: Vector) -> VectorItem:
         retention_status=stored.retention_status,
         created_at=stored.created_at,
     )
+
+
+class LexicalWriter:
+    """Writes the keyed term bags of memory contents; the indexer writes them."""
+
+    def __init__(self, hasher: TermHasher, index: LexicalIndex) -> None:
+        self._hasher = hasher
+        self._index = index
+
+    async def write(self, namespace: Namespace, contents: Sequence[tuple[str, str]]) -> None:
+        """Replace the postings of each (memory id, plaintext content); only term ids leave here."""
+        docs = []
+        for memory_id, content in contents:
+            bag = self._hasher.bag(namespace.tenant, content)
+            docs.append(LexicalDoc(memory_id, bag.counts, bag.length))
+        await self._index.index(namespace, docs)
 
 
 class Indexer:

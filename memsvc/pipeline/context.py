@@ -2,49 +2,38 @@
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
+import json
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum, StrEnum
+from typing import Any, TypeVar
 
 from opentelemetry.trace import Span, Tracer
 
 from memsvc.domain.models import MemoryFilter, Namespace, Principal, Role
-from memsvc.errors import DeadlineExceeded
+from memsvc.llm.usage import LlmUsage
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When the caller stops waiting (monotonic seconds); None means no deadline."""
-
-    expires_at: float | None
-
-    @classmethod
-    def after(cls, seconds: float | None) -> Deadline:
-        return cls(None if seconds is None else time.monotonic() + seconds)
-
-    def remaining(self) -> float | None:
-        return None if self.expires_at is None else max(0.0, self.expires_at - time.monotonic())
-
-    async def run(self, work: Awaitable[T], what: str) -> T:
-        """Await `work` within the time left; a dependency never holds the caller past it."""
-        remaining = self.remaining()
-        if remaining is None:
-            return await work
-        try:
-            return await asyncio.wait_for(work, timeout=remaining)
-        except TimeoutError as exc:
-            raise DeadlineExceeded(f"the deadline passed while waiting for {what}") from exc
 
 
 @dataclass(frozen=True)
 class Turn:
     role: Role
     content: str
+
+
+class QueryMode(StrEnum):
+    """How a query is answered (seeds 000-004); QueryRequest.mode on the wire."""
+
+    DIRECT = "direct"
+    MULTI_QUERY = "multi_query"
+    FUSION = "fusion"
+    APPLICABILITY = "applicability"
+    AGENT = "agent"
+    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -55,12 +44,39 @@ class QueryInput:
     query: str
     limit: int = 0
     memory_filter: MemoryFilter = field(default_factory=MemoryFilter)
-    mode: str = "direct"
+    mode: QueryMode = QueryMode.DIRECT
     additional_queries: tuple[str, ...] = ()
     recent_turns: tuple[Turn, ...] = ()
     context_window: int = 0
     token_budget: int = 0
     skip_cache: bool = False
+
+
+# QueryInput fields that never change what a query returns: the user is already part of the
+# cache's namespace, and skip_cache only says whether to use the cache. Every other field is in
+# the result cache key, so a field added to QueryInput is in it unless it is listed here.
+NOT_IN_RESULT_KEY = frozenset({"user_id", "skip_cache"})
+
+
+def result_key(request: QueryInput, limit: int) -> str:
+    """The result cache key of a request: a digest of every field that can change its results,
+    with `limit` as the effective one (the default applied)."""
+    material = {f.name: _plain(getattr(request, f.name)) for f in fields(request) if f.name not in NOT_IN_RESULT_KEY}
+    material["limit"] = limit
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A request field as JSON; a type json cannot encode fails loudly instead of being skipped."""
+    if isinstance(value, MemoryFilter):
+        return value.fingerprint()
+    if isinstance(value, Enum):
+        return value.value
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -83,14 +99,11 @@ class QueryPlan:
 class QueryReport:
     """What a query did; filled in by the stages and strategies as they run."""
 
-    mode: str = "direct"
+    mode: QueryMode = QueryMode.DIRECT
     selected_tool: str = ""
     queries: list[str] = field(default_factory=list)
     searches: int = 0
-    llm_calls: int = 0
-    llm_time_ms: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    llm: LlmUsage = field(default_factory=LlmUsage)
     stages_ms: dict[str, float] = field(default_factory=dict)
     cache_hit: bool = False
     embedding_cache_hit: bool = False

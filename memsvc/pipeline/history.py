@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     ACTOR_WRITE_PATH,
     Memory,
@@ -25,9 +26,7 @@ from memsvc.errors import NotFound
 from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
-from memsvc.pipeline.context import Deadline
 from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.scoring import estimate_quality
 from memsvc.pipeline.validation import (
     IDEMPOTENCY_PATTERN,
     MEMORY_ID_PATTERN,
@@ -40,7 +39,8 @@ from memsvc.pipeline.validation import (
     check_unit,
     check_user_id,
 )
-from memsvc.pipeline.write import require
+from memsvc.pipeline.write.path import require
+from memsvc.pipeline.write.scoring import estimate_quality
 from memsvc.stores.records.base import PageCursor, RecordStore
 
 MAX_FEEDBACK_IDS = 100

@@ -5,13 +5,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import Judgement, judge_evidence, route, split_query
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
-from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.pipeline.recall import Candidate
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, search_all
 
 TOOLS = ("direct", "split_query", "chain_of_query")
@@ -35,7 +36,7 @@ def _judgement_shape(value: Any) -> Judgement:
 
 
 class Agent:
-    name = "agent"
+    name = QueryMode.AGENT
 
     def __init__(
         self, pipeline: QueryPipeline, llm: Llm, *, max_attempts: int = 3, confidence_threshold: float = 0.8
@@ -47,7 +48,7 @@ class Agent:
 
     async def select(self, query: str, report: QueryReport, deadline: Deadline) -> tuple[str, str]:
         with stage_span(self._pipeline.tracer, report, "route"):
-            tool = await self._llm.ask("agent_route", report, deadline, _tool_shape, max_tokens=20, query=query)
+            tool = await self._llm.ask("agent_route", report.llm, deadline, _tool_shape, max_tokens=20, query=query)
             if tool is not None:
                 return tool, "chosen by the LLM"
             return route(query)
@@ -63,7 +64,7 @@ class Agent:
         tool, why = await self.select(plan.query, report, deadline)
         report.selected_tool = tool
         report.notes.append(f"agent: {tool} ({why})")
-        evidence = Evidence()
+        evidence = Evidence(self._pipeline.queries_rrf_k)
         if tool == "split_query":
             await self._split(plan, report, deadline, evidence)
         elif tool == "chain_of_query":
@@ -78,7 +79,7 @@ class Agent:
     async def _split(self, plan: QueryPlan, report: QueryReport, deadline: Deadline, evidence: Evidence) -> None:
         with stage_span(self._pipeline.tracer, report, "split"):
             parts = await self._llm.ask(
-                "agent_split", report, deadline, partial(string_list, key="queries", limit=4), query=plan.query
+                "agent_split", report.llm, deadline, partial(string_list, key="queries", limit=4), query=plan.query
             )
             if parts is None:
                 parts = split_query(plan.query)
@@ -120,7 +121,7 @@ class Agent:
             evidence = "\n".join(f"- {t[:300]}" for hop in hops for t in hop[:3]) or "(none)"
             got = await self._llm.ask(
                 "agent_chain",
-                report,
+                report.llm,
                 deadline,
                 _judgement_shape,
                 max_tokens=120,

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryKind, Principal, RankedMemory, RetentionStatus, Role, utc_from_s
 from memsvc.llm.client import Llm
 from memsvc.llm.dates import TimeWindow, parse_time_window
@@ -15,11 +16,12 @@ from memsvc.llm.heuristics import declarative, split_query
 from memsvc.llm.needs import NEEDS, NeedReport, detect_needs
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
 from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_terms
-from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.pipeline.rank import Ranking
-from memsvc.pipeline.recall import Candidate
-from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, rrf, search_all
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.fusion import fuse_lists
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.rank import Ranking
+from memsvc.pipeline.query.recall import Candidate
+from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, search_all
 from memsvc.stores.lexical.analysis import Analyzer
 
 # Seed 002's final score: applicability dominates, retrieval only corroborates.
@@ -136,7 +138,7 @@ def _scores_shape(value: Any) -> dict[int, float]:
 
 
 class Applicability:
-    name = "applicability"
+    name = QueryMode.APPLICABILITY
 
     def __init__(self, pipeline: QueryPipeline, llm: Llm, *, pool: int = 100) -> None:
         self._pipeline = pipeline
@@ -150,7 +152,7 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "need_detection"):
             got = await self._llm.ask(
                 "needs",
-                report,
+                report.llm,
                 deadline,
                 _needs_shape,
                 max_tokens=300,
@@ -195,7 +197,7 @@ class Applicability:
         # fusion does (LoCoMo R@7 0.596 at 30, 0.632 at 60-150; docs/retrieval.md).
         pool = max(self._pool, 3 * plan.limit)
         results = await search_all(self._pipeline, plan, queries, report, deadline, pool)
-        evidence = Evidence()
+        evidence = Evidence(self._pipeline.queries_rrf_k)
         lists: list[Sequence[Candidate]] = []
         for q, found in zip(queries, results, strict=True):
             evidence.add(q, found)
@@ -212,7 +214,7 @@ class Applicability:
             found = (await search_all(self._pipeline, windowed, [plan.query], report, deadline, pool))[0]
             evidence.add(plan.query, found)
             lists.append(found)
-        fused = rrf(lists)
+        fused = fuse_lists(lists, self._pipeline.queries_rrf_k)
         ranked_ids = sorted(fused, key=lambda i: -fused[i])[:pool]
         best = fused[ranked_ids[0]] if ranked_ids else 1.0
         retrieval = {i: fused[i] / best for i in ranked_ids}
@@ -277,7 +279,7 @@ class Applicability:
             lines.append(f"{i}. [{day} {m.role.value} {m.kind.value}] {m.content[:300]}")
         got = await self._llm.ask(
             "applicability",
-            report,
+            report.llm,
             deadline,
             _scores_shape,
             max_tokens=20 + 12 * len(ranked),

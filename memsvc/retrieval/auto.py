@@ -5,32 +5,32 @@ from __future__ import annotations
 from memsvc.llm.heuristics import is_trivial, route
 from memsvc.llm.needs import detect_needs
 from memsvc.llm.text import extract_keywords
-from memsvc.pipeline.context import QueryInput
+from memsvc.pipeline.context import QueryInput, QueryMode
 
 # Needs where what matters is not what looks similar: applicability scoring pays off.
 _APPLICABILITY_NEEDS = ("follow_up_failure", "contradiction", "loop", "ambiguity", "frustration")
 
 
-def choose_mode(request: QueryInput) -> tuple[str, str]:
+def choose_mode(request: QueryInput) -> tuple[QueryMode, str]:
     """The mode for this request and why."""
     if request.additional_queries:
-        return "fusion", "the caller gave query variations"
+        return QueryMode.FUSION, "the caller gave query variations"
     if is_trivial(request.query):
-        return "direct", "trivial message"
+        return QueryMode.DIRECT, "trivial message"
     tool, why = route(request.query)
     if tool != "direct":
-        return "agent", why
+        return QueryMode.AGENT, why
     needs = detect_needs(request.query, tuple(t.content for t in request.recent_turns))
     if needs.callback:
-        return "applicability", "refers to what the assistant said"
+        return QueryMode.APPLICABILITY, "refers to what the assistant said"
     hit = [n for n in _APPLICABILITY_NEEDS if needs.has(n)]
     if hit:
-        return "applicability", f"need {hit[0]}"
+        return QueryMode.APPLICABILITY, f"need {hit[0]}"
     if request.token_budget:
-        return "applicability", "a context block was asked for"
+        return QueryMode.APPLICABILITY, "a context block was asked for"
     kw = extract_keywords(request.query)
     if request.recent_turns and (needs.has("under_specified") or len(kw.specific_terms) <= 2):
-        return "multi_query", "short message that leans on the conversation"
+        return QueryMode.MULTI_QUERY, "short message that leans on the conversation"
     if len(kw.specific_terms) <= 3 and len(request.query.split()) <= 6:
-        return "direct", "short, specific query"
-    return "multi_query", "conversational query"
+        return QueryMode.DIRECT, "short, specific query"
+    return QueryMode.MULTI_QUERY, "conversational query"

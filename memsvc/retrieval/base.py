@@ -7,12 +7,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
-from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
-from memsvc.pipeline.recall import Candidate
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport
+from memsvc.pipeline.query.fusion import rrf_term
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.recall import Candidate
 
-RRF_K = 60
 # Weight of a generated query's ranks against the original query's (1.0) in the consensus.
 GENERATED_WEIGHT = 0.6
 
@@ -20,7 +21,7 @@ GENERATED_WEIGHT = 0.6
 class Strategy(Protocol):
     """One retrieval mode: a request in, ranked memories out, every step written to `report`."""
 
-    name: str
+    name: QueryMode
 
     async def run(
         self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
@@ -37,6 +38,7 @@ class Evidence:
     first hit does not outrank the original query's by default.
     """
 
+    rrf_k: int
     candidates: dict[str, Candidate] = field(default_factory=dict)
     matched: dict[str, list[str]] = field(default_factory=dict)
     consensus: dict[str, float] = field(default_factory=dict)
@@ -45,7 +47,7 @@ class Evidence:
         for rank, c in enumerate(found, start=first_rank):
             have = self.candidates.get(c.memory_id)
             self.candidates[c.memory_id] = c if have is None else best_of(have, c)
-            self.consensus[c.memory_id] = self.consensus.get(c.memory_id, 0.0) + weight / (RRF_K + rank)
+            self.consensus[c.memory_id] = self.consensus.get(c.memory_id, 0.0) + rrf_term(rank, self.rrf_k, weight)
             queries = self.matched.setdefault(c.memory_id, [])
             if query not in queries:
                 queries.append(query)
@@ -75,15 +77,6 @@ def best_of(a: Candidate, b: Candidate) -> Candidate:
         lexical_rank=min((r for r in (a.lexical_rank, b.lexical_rank) if r), default=0),
         fused=max(a.fused, b.fused),
     )
-
-
-def rrf(lists: Sequence[Sequence[Candidate]], k: int = RRF_K) -> dict[str, float]:
-    """Reciprocal Rank Fusion across result lists: sum of 1 / (k + rank)."""
-    scores: dict[str, float] = {}
-    for found in lists:
-        for rank, c in enumerate(found, start=1):
-            scores[c.memory_id] = scores.get(c.memory_id, 0.0) + 1.0 / (k + rank)
-    return scores
 
 
 def distinct_queries(queries: Iterable[str]) -> list[str]:

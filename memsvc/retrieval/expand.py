@@ -6,10 +6,11 @@ from dataclasses import replace
 
 from opentelemetry.trace import Tracer
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import RankedMemory, ScoreBreakdown
 from memsvc.memories.codec import MemoryCodec
-from memsvc.pipeline.context import Deadline, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome
+from memsvc.pipeline.context import QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import QueryOutcome
 from memsvc.stores.records.base import RecordStore
 
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import variations
 from memsvc.llm.parse import string_list
-from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
 from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, search_all
 
 
 class Fusion:
-    name = "fusion"
+    name = QueryMode.FUSION
 
     def __init__(self, pipeline: QueryPipeline, llm: Llm) -> None:
         self._pipeline = pipeline
@@ -29,7 +30,7 @@ class Fusion:
         with stage_span(self._pipeline.tracer, report, "expand"):
             generated = await self._llm.ask(
                 "fusion",
-                report,
+                report.llm,
                 deadline,
                 partial(string_list, limit=3),
                 max_tokens=256,
@@ -52,7 +53,7 @@ class Fusion:
             return cached
         queries = distinct_queries([plan.query, *await self.expand(request, report, deadline)])
         results = await search_all(self._pipeline, plan, queries, report, deadline)
-        evidence = Evidence()
+        evidence = Evidence(self._pipeline.queries_rrf_k)
         for i, (q, found) in enumerate(zip(queries, results, strict=True)):
             if i and not request.additional_queries:
                 # A generated variation's scores count for less than the original query's: its

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from functools import partial
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import is_trivial, synthesize_questions
 from memsvc.llm.parse import string_list
-from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
 from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, recent_block, recent_texts, search_all
 
 
 class MultiQuery:
-    name = "multi_query"
+    name = QueryMode.MULTI_QUERY
 
     def __init__(
         self, pipeline: QueryPipeline, llm: Llm, *, questions: int = 2, per_query: int = 3, limit: int = 7
@@ -33,7 +34,7 @@ class MultiQuery:
         with stage_span(self._pipeline.tracer, report, "synthesize"):
             questions = await self._llm.ask(
                 "multi_query",
-                report,
+                report.llm,
                 deadline,
                 partial(string_list, key="questions", limit=self._questions),
                 max_tokens=160,
@@ -58,7 +59,7 @@ class MultiQuery:
         results = await search_all(self._pipeline, plan, queries, report, deadline, depth)
         # Seed 000: each query contributes its top results; the union is ranked by consensus and
         # topped up from deeper ranks when overlapping queries leave fewer than the limit.
-        evidence = Evidence()
+        evidence = Evidence(self._pipeline.queries_rrf_k)
         for i, (q, found) in enumerate(zip(queries, results, strict=True)):
             evidence.add(q, found[: self._per_query], 1.0 if i == 0 else GENERATED_WEIGHT)
         rank = self._per_query

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.errors import InvalidArgument
 from memsvc.llm.client import Llm
 from memsvc.llm.needs import detect_needs
-from memsvc.pipeline.context import Deadline, QueryInput, QueryReport, stage_span
-from memsvc.pipeline.query import QueryOutcome, QueryPipeline
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
 from memsvc.pipeline.validation import Violations
 from memsvc.retrieval.auto import choose_mode
 from memsvc.retrieval.base import Strategy
@@ -50,7 +51,7 @@ class Retrieval:
     def __init__(
         self,
         pipeline: QueryPipeline,
-        strategies: Mapping[str, Strategy],
+        strategies: Mapping[QueryMode, Strategy],
         expander: ContextExpander,
         llm: Llm,
         *,
@@ -77,10 +78,10 @@ class Retrieval:
         validate_options(request, self._max_query_chars, self._max_token_budget)
         mode = request.mode
         notes: list[str] = []
-        if mode == "auto":
+        if mode is QueryMode.AUTO:
             mode, why = choose_mode(request)
             notes.append(f"auto: chose {mode} ({why})")
-        if mode == "direct":
+        if mode is QueryMode.DIRECT:
             outcome = await self._pipeline.run(principal, request, deadline)
             report = outcome.report
             report.notes[:0] = notes
@@ -94,7 +95,7 @@ class Retrieval:
             outcome = await strategy.run(principal, request, deadline, report)
         if request.context_window > 0:
             outcome = await self._expander.run(outcome, request.context_window, deadline, report)
-        if mode == "applicability":
+        if mode is QueryMode.APPLICABILITY:
             budget = request.token_budget or self._default_token_budget
             with stage_span(self._pipeline.tracer, report, "compose"):
                 broad = detect_needs(request.query).list_intent

@@ -5,7 +5,8 @@ from __future__ import annotations
 from memsvc.config import Settings
 from memsvc.llm.client import ChatModel, Llm, OpenAIChatModel
 from memsvc.memories.codec import MemoryCodec
-from memsvc.pipeline.query import QueryPipeline
+from memsvc.pipeline.context import QueryMode
+from memsvc.pipeline.query.pipeline import QueryPipeline
 from memsvc.retrieval.agent import Agent
 from memsvc.retrieval.applicability import Applicability
 from memsvc.retrieval.base import Strategy
@@ -31,17 +32,17 @@ def build_llm(settings: Settings) -> Llm:
 
 def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: RecordStore, codec: MemoryCodec) -> Retrieval:
     llm = build_llm(settings)
-    strategies: dict[str, Strategy] = {
-        "multi_query": MultiQuery(
+    strategies: dict[QueryMode, Strategy] = {
+        QueryMode.MULTI_QUERY: MultiQuery(
             pipeline,
             llm,
             questions=settings.multi_query_questions,
             per_query=settings.multi_query_results_per_query,
             limit=settings.multi_query_limit,
         ),
-        "fusion": Fusion(pipeline, llm),
-        "applicability": Applicability(pipeline, llm, pool=settings.applicability_pool),
-        "agent": Agent(
+        QueryMode.FUSION: Fusion(pipeline, llm),
+        QueryMode.APPLICABILITY: Applicability(pipeline, llm, pool=settings.applicability_pool),
+        QueryMode.AGENT: Agent(
             pipeline,
             llm,
             max_attempts=settings.agent_max_attempts,

@@ -14,7 +14,7 @@ import pytest
 
 from memsvc import cli
 from memsvc.domain.models import Namespace
-from memsvc.pipeline.maintenance import Maintenance, MaintenanceReport
+from memsvc.pipeline.jobs.maintenance import Maintenance, MaintenanceReport
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory

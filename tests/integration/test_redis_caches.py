@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from memsvc.domain.models import Namespace, ScoreBreakdown
-from memsvc.pipeline.embed import EmbedStage
+from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.stores.caches.base import CachedHit, CachedResult
 from memsvc.stores.caches.redis import (
     RedisEmbeddingCache,

@@ -24,12 +24,12 @@ from memsvc.domain.models import (
     WrappedDataKey,
 )
 from memsvc.errors import FailedPrecondition, InvalidArgument
-from memsvc.pipeline.hydrate import Hydrated, metadata_matches
 from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.rank import RankStage
-from memsvc.pipeline.recall import Candidate
-from memsvc.pipeline.scoring import estimate_importance, estimate_quality
+from memsvc.pipeline.query.hydrate import Hydrated, metadata_matches
+from memsvc.pipeline.query.rank import RankStage
+from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.validation import Limits, validate_new_memories, validate_query
+from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import PageCursor
 from memsvc.stores.vectors.base import RecallFilter
 from memsvc.stores.vectors.milvus import filter_expression, quote

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.pipeline.facts import Claim, category, content_terms, extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.write.facts import Claim, category, content_terms, extract_claims, find_conflict, is_duplicate
 
 
 def conflict(old: str, new: str) -> str | None:

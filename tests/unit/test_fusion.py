@@ -6,10 +6,10 @@ import pytest
 
 from memsvc.config import RankWeights
 from memsvc.domain.models import Memory, Namespace
-from memsvc.pipeline.fusion import reciprocal_rank_fusion
-from memsvc.pipeline.hydrate import Hydrated
-from memsvc.pipeline.rank import RankStage
-from memsvc.pipeline.recall import Candidate
+from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
+from memsvc.pipeline.query.hydrate import Hydrated
+from memsvc.pipeline.query.rank import RankStage
+from memsvc.pipeline.query.recall import Candidate
 
 
 def dense(*ids: str) -> list[Candidate]:
@@ -34,8 +34,8 @@ def test_rrf_sums_reciprocal_ranks_and_keeps_both_channels() -> None:
 
 
 def test_rrf_with_one_empty_channel_keeps_the_other_order() -> None:
-    assert [c.memory_id for c in reciprocal_rank_fusion(dense("x", "y"), [])] == ["x", "y"]
-    assert [c.memory_id for c in reciprocal_rank_fusion([], lexical("y", "x"))] == ["y", "x"]
+    assert [c.memory_id for c in reciprocal_rank_fusion(dense("x", "y"), [], k=60)] == ["x", "y"]
+    assert [c.memory_id for c in reciprocal_rank_fusion([], lexical("y", "x"), k=60)] == ["y", "x"]
 
 
 def test_smaller_k_separates_top_ranks_more() -> None:
@@ -52,7 +52,7 @@ def hydrated(candidate: Candidate, importance: float = 0.5, created_at: float = 
 
 
 def test_rank_uses_fused_relevance_and_keeps_cosine_in_breakdown() -> None:
-    fused = reciprocal_rank_fusion(dense("a", "b"), lexical("b", "c"))
+    fused = reciprocal_rank_fusion(dense("a", "b"), lexical("b", "c"), k=60)
     ranking = RankStage(RankWeights(), 30.0, 10.0).run([hydrated(c) for c in fused], 10, 0.0, now=1e9)
     top = ranking.memories[0]
     assert top.memory.id == "b"
@@ -67,12 +67,12 @@ def test_priors_reorder_near_ties_but_not_a_clear_relevance_lead() -> None:
     stage = RankStage(RankWeights(), 30.0, 10.0)
     now = 100 * 86_400.0
     # "both" leads both channels; "fresh" is second in one channel only but new and important.
-    fused = reciprocal_rank_fusion(dense("both", "fresh"), lexical("both"))
+    fused = reciprocal_rank_fusion(dense("both", "fresh"), lexical("both"), k=60)
     by_id = {c.memory_id: c for c in fused}
     items = [hydrated(by_id["both"], 0.5, 0.0), hydrated(by_id["fresh"], 1.0, now)]
     assert [r.memory.id for r in stage.run(items, 10, 0.0, now).memories] == ["both", "fresh"]
     # Two candidates a rank apart in one channel: the fresher, more important one wins.
-    near = reciprocal_rank_fusion(dense("old", "new"), [])
+    near = reciprocal_rank_fusion(dense("old", "new"), [], k=60)
     items = [hydrated(near[0], 0.5, 0.0), hydrated(near[1], 0.9, now)]
     assert [r.memory.id for r in stage.run(items, 10, 0.0, now).memories] == ["new", "old"]
 

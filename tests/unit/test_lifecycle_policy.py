@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, Namespace, Role, Tier
-from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.lifecycle import LlmDetector, RuleDetector
-from memsvc.pipeline.maintenance import MaintenancePolicy, decay_of, percentile, tier_of
-from memsvc.pipeline.scoring import estimate_importance
-from memsvc.pipeline.usage import usage_signal
+from memsvc.pipeline.jobs.maintenance import MaintenancePolicy, decay_of, percentile, tier_of
+from memsvc.pipeline.query.usage import usage_signal
+from memsvc.pipeline.write.review import LlmDetector, RuleDetector
+from memsvc.pipeline.write.scoring import estimate_importance
 
 DAY_S = 86_400.0
 NS = Namespace("t", "p", "development", "u")
@@ -112,7 +112,7 @@ def test_importance_rises_for_health_and_personal_facts_and_says_why() -> None:
 
 
 def test_the_rule_detector_parses_each_text_once_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsvc.pipeline import lifecycle
+    from memsvc.pipeline.write import review as lifecycle
 
     parsed: list[str] = []
     real = lifecycle.extract_claims

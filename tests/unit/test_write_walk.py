@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from memsvc.config import Settings
+from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryChange, NewMemory, Permission, Principal, RetentionStatus
 from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
-from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.lifecycle import RuleDetector, WriteReview
 from memsvc.pipeline.validation import Limits
-from memsvc.pipeline.write import AddResult, WriteOutcome, WritePath
+from memsvc.pipeline.write.path import AddResult, WriteOutcome, WritePath
+from memsvc.pipeline.write.review import RuleDetector, WriteReview
 from tests.fakes import FakeRecordStore, FakeVectorIndex, HashEmbedder, codec_over
 
 PRINCIPAL = Principal("key-1", "acme", "default", "development", frozenset(Permission))

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
     Namespace,
@@ -26,8 +27,7 @@ from memsvc.domain.models import (
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
-from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.facts import Claim, extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict, is_duplicate
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import RecallFilter, VectorIndex
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from memsvc.deadline import Deadline
 from memsvc.embeddings.base import Embedder, Vector
-from memsvc.pipeline.context import Deadline
 from memsvc.stores.caches.base import EmbeddingCache
 
 

@@ -6,10 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory
 from memsvc.memories.codec import MemoryCodec, memory_of
-from memsvc.pipeline.context import Deadline, QueryPlan
-from memsvc.pipeline.recall import Candidate
+from memsvc.pipeline.context import QueryPlan
+from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.records.base import RecordStore
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from memsvc.config import Settings
+from memsvc.deadline import Deadline
 from memsvc.llm.client import Llm, OpenAIChatModel
-from memsvc.pipeline.context import Deadline, QueryReport
-from memsvc.pipeline.lifecycle import LlmDetector, RuleDetector
+from memsvc.llm.usage import LlmUsage
+from memsvc.pipeline.write.review import LlmDetector, RuleDetector
 
 
 class _Ask:
@@ -17,10 +18,10 @@ class _Ask:
         self._llm = llm
 
     async def __call__(self, prompt: str, deadline: Deadline, **values: str) -> Any:
-        # The write path has no query report; the client's notes about fallbacks are dropped.
-        report = QueryReport(mode="write")
+        # A write answers no report: its own ledger, whose fallback notes the rules make moot.
+        usage = LlmUsage()
         # Only prompt placeholders travel in `values`; the cast tells mypy none is max_tokens.
-        return await self._llm.ask(prompt, report, deadline, lambda parsed: parsed, **cast(dict[str, Any], values))
+        return await self._llm.ask(prompt, usage, deadline, lambda parsed: parsed, **cast(dict[str, Any], values))
 
 
 def llm_detector(settings: Settings) -> LlmDetector:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from memsvc.domain.models import RankedMemory, RecallEvent
 from memsvc.pipeline.context import QueryPlan
-from memsvc.pipeline.periodic import PeriodicTask
+from memsvc.pipeline.jobs.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedHit, CachedResult, ResultCache
 from memsvc.stores.records.base import RecordStore
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     ACTOR_MAINTENANCE,
     MemoryChange,
@@ -36,9 +37,8 @@ from memsvc.errors import MemsvcError
 from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
-from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.periodic import PeriodicTask
-from memsvc.pipeline.write import WritePath
+from memsvc.pipeline.jobs.periodic import PeriodicTask
+from memsvc.pipeline.write.path import WritePath
 from memsvc.stores.records.base import MaintenanceUpdate, RecordStore, UsageStats
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from memsvc.config import RankWeights
 from memsvc.domain.models import RankedMemory, ScoreBreakdown
-from memsvc.pipeline.hydrate import Hydrated
-from memsvc.pipeline.usage import UsageNorms, usage_signal
+from memsvc.pipeline.query.hydrate import Hydrated
+from memsvc.pipeline.query.usage import UsageNorms, usage_signal
 
 _DAY_S = 86_400.0
 

@@ -16,7 +16,7 @@ from memsvc.domain.models import Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
-from memsvc.pipeline.periodic import PeriodicTask
+from memsvc.pipeline.jobs.periodic import PeriodicTask
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import VectorIndex
 

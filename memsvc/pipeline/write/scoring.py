@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from memsvc.domain.models import MemoryKind, Role
-from memsvc.pipeline.facts import category, extract_claims
+from memsvc.pipeline.write.facts import category, extract_claims
 
 _SMALL_TALK = re.compile(
     r"^\s*(hi|hey|hello|thanks|thank you|ok|okay|cool|nice|great|bye|good (morning|night|evening)|lol|sure)\b[\s!.?]*$",

@@ -1,18 +1,19 @@
-"""Reciprocal Rank Fusion of the dense and lexical candidate lists."""
+"""Reciprocal Rank Fusion: of the dense and lexical channels of one search, and of several searches."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memsvc.pipeline.recall import Candidate
-
-DEFAULT_RRF_K = 60
+from memsvc.pipeline.query.recall import Candidate
 
 
-def reciprocal_rank_fusion(
-    dense: Sequence[Candidate], lexical: Sequence[Candidate], k: int = DEFAULT_RRF_K
-) -> list[Candidate]:
+def rrf_term(rank: int, k: int, weight: float = 1.0) -> float:
+    """One ranking's contribution for an item at `rank` (1-based; 0: the ranking lacks it)."""
+    return weight / (k + rank) if rank > 0 else 0.0
+
+
+def reciprocal_rank_fusion(dense: Sequence[Candidate], lexical: Sequence[Candidate], k: int) -> list[Candidate]:
     """One list ordered by sum(1 / (k + rank)) over the channels that found each memory.
 
     RRF needs no score calibration between channels (cosine and BM25 live on unrelated
@@ -21,10 +22,9 @@ def reciprocal_rank_fusion(
     """
     merged: dict[str, Candidate] = {}
     for c in dense:
-        rank = c.dense_rank
-        merged[c.memory_id] = replace(c, fused=1.0 / (k + rank) if rank > 0 else 0.0)
+        merged[c.memory_id] = replace(c, fused=rrf_term(c.dense_rank, k))
     for c in lexical:
-        contribution = 1.0 / (k + c.lexical_rank) if c.lexical_rank > 0 else 0.0
+        contribution = rrf_term(c.lexical_rank, k)
         seen = merged.get(c.memory_id)
         if seen is None:
             merged[c.memory_id] = replace(c, fused=contribution)
@@ -36,3 +36,12 @@ def reciprocal_rank_fusion(
                 fused=seen.fused + contribution,
             )
     return sorted(merged.values(), key=lambda c: (-c.fused, -c.similarity, -c.lexical_score, c.memory_id))
+
+
+def fuse_lists(lists: Sequence[Sequence[Candidate]], k: int) -> dict[str, float]:
+    """Reciprocal Rank Fusion of several searches' result lists, by position in each list."""
+    scores: dict[str, float] = {}
+    for found in lists:
+        for rank, c in enumerate(found, start=1):
+            scores[c.memory_id] = scores.get(c.memory_id, 0.0) + rrf_term(rank, k)
+    return scores

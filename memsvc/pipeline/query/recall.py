@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryFilter
 from memsvc.embeddings.base import Vector
-from memsvc.pipeline.context import Deadline, QueryPlan
+from memsvc.pipeline.context import QueryPlan
 from memsvc.stores.vectors.base import RecallFilter, VectorIndex
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
     MemoryChange,
@@ -31,9 +32,6 @@ from memsvc.errors import NotFound, PermissionDenied
 from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec, with_plaintext
 from memsvc.memories.indexer import Indexer
-from memsvc.pipeline.context import Deadline
-from memsvc.pipeline.lifecycle import Contradiction, Review, WriteReview, superseded_changes
-from memsvc.pipeline.scoring import estimate_importance, estimate_quality
 from memsvc.pipeline.validation import (
     Limits,
     Violations,
@@ -42,6 +40,8 @@ from memsvc.pipeline.validation import (
     validate_changes,
     validate_new_memories,
 )
+from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, superseded_changes
+from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import RecordStore
 
 

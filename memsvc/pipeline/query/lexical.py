@@ -1,14 +1,12 @@
-"""The lexical channel in the pipeline: recall (stage 3, beside dense) and postings writes."""
+"""The lexical channel of recall (stage 3, beside dense): keyed-hash BM25 over the user's postings."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from memsvc.domain.models import Namespace
-from memsvc.pipeline.context import Deadline, QueryPlan
-from memsvc.pipeline.recall import Candidate, recall_filter_of
+from memsvc.deadline import Deadline
+from memsvc.pipeline.context import QueryPlan
+from memsvc.pipeline.query.recall import Candidate, recall_filter_of
 from memsvc.stores.lexical.analysis import TermHasher
-from memsvc.stores.lexical.base import LexicalDoc, LexicalIndex
+from memsvc.stores.lexical.base import LexicalIndex
 
 
 class LexicalRecall:
@@ -32,19 +30,3 @@ class LexicalRecall:
             Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1)
             for i, h in enumerate(hits)
         ]
-
-
-class LexicalWriter:
-    """Writes the keyed term bags of memory contents; the write path and the reconciler share it."""
-
-    def __init__(self, hasher: TermHasher, index: LexicalIndex) -> None:
-        self._hasher = hasher
-        self._index = index
-
-    async def write(self, namespace: Namespace, contents: Sequence[tuple[str, str]]) -> None:
-        """Replace the postings of each (memory id, plaintext content); only term ids leave here."""
-        docs = []
-        for memory_id, content in contents:
-            bag = self._hasher.bag(namespace.tenant, content)
-            docs.append(LexicalDoc(memory_id, bag.counts, bag.length))
-        await self._index.index(namespace, docs)

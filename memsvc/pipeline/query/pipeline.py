@@ -9,17 +9,18 @@ from dataclasses import dataclass, replace
 
 from opentelemetry.trace import Tracer
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal, RankedMemory
 from memsvc.errors import Unavailable
-from memsvc.pipeline.bookkeep import BookkeepStage
-from memsvc.pipeline.context import Deadline, QueryInput, QueryPlan, QueryReport, stage_span
-from memsvc.pipeline.embed import EmbedStage
-from memsvc.pipeline.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
-from memsvc.pipeline.hydrate import HydrateStage
-from memsvc.pipeline.lexical import LexicalRecall
-from memsvc.pipeline.rank import Ranking, RankStage
-from memsvc.pipeline.recall import Candidate, RecallStage
-from memsvc.pipeline.scope import ScopeStage
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.bookkeep import BookkeepStage
+from memsvc.pipeline.query.embed import EmbedStage
+from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
+from memsvc.pipeline.query.hydrate import HydrateStage
+from memsvc.pipeline.query.lexical import LexicalRecall
+from memsvc.pipeline.query.rank import Ranking, RankStage
+from memsvc.pipeline.query.recall import Candidate, RecallStage
+from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
 
 
@@ -48,8 +49,9 @@ class QueryPipeline:
         rank: RankStage,
         bookkeep: BookkeepStage,
         result_cache: ResultCache,
+        rrf_k: int,
+        queries_rrf_k: int,
         lexical: LexicalRecall | None = None,
-        rrf_k: int = DEFAULT_RRF_K,
         lexical_during_embedding: bool = True,
     ) -> None:
         """`lexical_during_embedding`: start the lexical search while the query is embedded. Right
@@ -65,6 +67,8 @@ class QueryPipeline:
         self._cache = result_cache
         self.lexical = lexical
         self.rrf_k = rrf_k
+        # The fusion of a mode's several searches (retrieval/): a deeper k than the channels'.
+        self.queries_rrf_k = queries_rrf_k
         self.lexical_during_embedding = lexical_during_embedding
 
     def plan(
@@ -77,7 +81,7 @@ class QueryPipeline:
             return plan
 
     async def run(self, principal: Principal, request: QueryInput, deadline: Deadline) -> QueryOutcome:
-        report = QueryReport(mode="direct")
+        report = QueryReport(mode=QueryMode.DIRECT)
         plan = self.plan(principal, request, report)
         report.queries.append(plan.query)
         cached, slot = await self.cached(plan, report, deadline)

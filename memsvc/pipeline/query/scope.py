@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 
 from memsvc.domain.models import Namespace, Permission, Principal
 from memsvc.errors import PermissionDenied
-from memsvc.pipeline.context import QueryInput, QueryPlan
+from memsvc.pipeline.context import QueryInput, QueryPlan, result_key
 from memsvc.pipeline.validation import Limits, validate_query
 
 
@@ -25,19 +23,6 @@ class ScopeStage:
         validate_query(request.user_id, request.query, limit, request.memory_filter, self._limits)
         floor = request.memory_filter.min_importance
         min_importance = self._importance_floor if floor is None else floor
-        key_material = json.dumps(
-            {
-                "q": request.query,
-                "l": limit,
-                "f": request.memory_filter.fingerprint(),
-                "m": request.mode,
-                "a": list(request.additional_queries),
-                "t": [(t.role.value, t.content) for t in request.recent_turns],
-                "w": request.context_window,
-                "b": request.token_budget,
-            },
-            sort_keys=True,
-        )
         return QueryPlan(
             principal=principal,
             namespace=Namespace.of(principal, request.user_id),
@@ -46,7 +31,7 @@ class ScopeStage:
             memory_filter=request.memory_filter,
             min_importance=min_importance,
             request_id=f"req_{uuid.uuid4().hex[:16]}",
-            request_key=hashlib.sha256(key_material.encode()).hexdigest(),
+            request_key=result_key(request, limit),
             skip_cache=request.skip_cache,
             source=request,
         )

@@ -1,0 +1,37 @@
+"""The time a call has left: every store, index, embedder and LLM call runs within it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from memsvc.errors import DeadlineExceeded
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the caller stops waiting (monotonic seconds); None means no deadline."""
+
+    expires_at: float | None
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        return cls(None if seconds is None else time.monotonic() + seconds)
+
+    def remaining(self) -> float | None:
+        return None if self.expires_at is None else max(0.0, self.expires_at - time.monotonic())
+
+    async def run(self, work: Awaitable[T], what: str) -> T:
+        """Await `work` within the time left; a dependency never holds the caller past it."""
+        remaining = self.remaining()
+        if remaining is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, timeout=remaining)
+        except TimeoutError as exc:
+            raise DeadlineExceeded(f"the deadline passed while waiting for {what}") from exc

@@ -1,0 +1,1 @@
+"""Background jobs: the reconciler, maintenance, and the periodic runner they share."""

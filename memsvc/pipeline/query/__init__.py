@@ -1,0 +1,1 @@
+"""The query direction: the six stages (scope, embed, recall, hydrate, rank, bookkeep) and their pipeline."""

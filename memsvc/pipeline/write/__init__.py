@@ -1,0 +1,1 @@
+"""The write direction: AddMemories, UpdateMemory, DeleteMemory, ForgetUser (path.py) and their review."""
