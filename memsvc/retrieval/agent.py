@@ -6,12 +6,11 @@ from functools import partial
 from typing import Any
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import Judgement, judge_evidence, route, split_query
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
-from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, search_all
 
@@ -38,6 +37,8 @@ def _judgement_shape(value: Any) -> Judgement:
 class Agent:
     name = QueryMode.AGENT
 
+    default_limit: int | None = None
+
     def __init__(
         self, pipeline: QueryPipeline, llm: Llm, *, max_attempts: int = 3, confidence_threshold: float = 0.8
     ) -> None:
@@ -53,14 +54,7 @@ class Agent:
                 return tool, "chosen by the LLM"
             return route(query)
 
-    async def run(
-        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
-    ) -> QueryOutcome:
-        plan = self._pipeline.plan(principal, request, report)
-        report.queries.append(plan.query)
-        cached, slot = await self._pipeline.cached(plan, report, deadline)
-        if cached is not None:
-            return cached
+    async def gather(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Gathered:
         tool, why = await self.select(plan.query, report, deadline)
         report.selected_tool = tool
         report.notes.append(f"agent: {tool} ({why})")
@@ -74,7 +68,7 @@ class Agent:
             evidence.add(plan.query, found)
             report.confidence = 1.0 if found else 0.0
         # The union of every hop is reranked together by the rank stage.
-        return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)
+        return Gathered(evidence.ranked(), evidence.matched)
 
     async def _split(self, plan: QueryPlan, report: QueryReport, deadline: Deadline, evidence: Evidence) -> None:
         with stage_span(self._pipeline.tracer, report, "split"):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import MemoryKind, Principal, RankedMemory, RetentionStatus, Role, utc_from_s
+from memsvc.domain.models import MemoryKind, RankedMemory, RetentionStatus, Role, utc_from_s
 from memsvc.llm.client import Llm
 from memsvc.llm.dates import TimeWindow, parse_time_window
 from memsvc.llm.heuristics import declarative, split_query
@@ -18,7 +18,7 @@ from memsvc.llm.parse import MalformedReply, string_list, unit_float
 from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_terms
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
 from memsvc.pipeline.query.fusion import fuse_lists
-from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.pipeline.query.rank import Ranking
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, search_all
@@ -140,6 +140,8 @@ def _scores_shape(value: Any) -> dict[int, float]:
 class Applicability:
     name = QueryMode.APPLICABILITY
 
+    default_limit: int | None = None
+
     def __init__(self, pipeline: QueryPipeline, llm: Llm, *, pool: int = 100) -> None:
         self._pipeline = pipeline
         self._llm = llm
@@ -178,14 +180,7 @@ class Applicability:
             report.notes.append(f"applicability: time window {analysis.window.describe()}")
         return analysis
 
-    async def run(
-        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
-    ) -> QueryOutcome:
-        plan = self._pipeline.plan(principal, request, report)
-        report.queries.append(plan.query)
-        cached, slot = await self._pipeline.cached(plan, report, deadline)
-        if cached is not None:
-            return cached
+    async def gather(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Gathered:
         analysis = await self.analyse(request, report, deadline)
         kw = extract_keywords(request.query)
         context_terms = salient_terms(list(reversed(recent_texts(request)[-3:])), kw.terms, limit=3)
@@ -224,9 +219,7 @@ class Applicability:
         async def rerank(ranked: list[RankedMemory], now: float) -> Ranking:
             return await self._score(plan, request, analysis, ranked, retrieval, report, deadline, context_terms)
 
-        return await self._pipeline.finish(
-            plan, candidates, report, deadline, slot, matched=evidence.matched, rerank=rerank
-        )
+        return Gathered(candidates, evidence.matched, rerank)
 
     async def _score(
         self,

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Principal
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport
 from memsvc.pipeline.query.fusion import rrf_term
-from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.pipeline.query.recall import Candidate
 
 # Weight of a generated query's ranks against the original query's (1.0) in the consensus.
@@ -19,13 +18,19 @@ GENERATED_WEIGHT = 0.6
 
 
 class Strategy(Protocol):
-    """One retrieval mode: a request in, ranked memories out, every step written to `report`."""
+    """One retrieval mode: its queries, their fusion and its reranker for a validated plan.
+
+    The pipeline's `execute` runs it inside the frame every mode shares (scope, result cache,
+    hydrate, rank, bookkeep); every step it takes is written to `report`.
+    """
 
     name: QueryMode
+    # The result count when the request names none (None: the service default).
+    default_limit: int | None
 
-    async def run(
-        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
-    ) -> QueryOutcome: ...
+    async def gather(
+        self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline
+    ) -> Gathered: ...
 
 
 @dataclass

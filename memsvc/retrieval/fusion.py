@@ -6,17 +6,18 @@ from dataclasses import replace
 from functools import partial
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import variations
 from memsvc.llm.parse import string_list
-from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, stage_span
-from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, search_all
 
 
 class Fusion:
     name = QueryMode.FUSION
+
+    default_limit: int | None = None
 
     def __init__(self, pipeline: QueryPipeline, llm: Llm) -> None:
         self._pipeline = pipeline
@@ -43,14 +44,7 @@ class Fusion:
                 return []  # seed 001: an unusable reply means the original query alone
             return variations(request.query)
 
-    async def run(
-        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
-    ) -> QueryOutcome:
-        plan = self._pipeline.plan(principal, request, report)
-        report.queries.append(plan.query)
-        cached, slot = await self._pipeline.cached(plan, report, deadline)
-        if cached is not None:
-            return cached
+    async def gather(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Gathered:
         queries = distinct_queries([plan.query, *await self.expand(request, report, deadline)])
         results = await search_all(self._pipeline, plan, queries, report, deadline)
         evidence = Evidence(self._pipeline.queries_rrf_k)
@@ -60,4 +54,4 @@ class Fusion:
                 # first hit should not tie the original's first hit by default.
                 found = [replace(c, fused=c.fused * GENERATED_WEIGHT) for c in found]
             evidence.add(q, found)
-        return await self._pipeline.finish(plan, evidence.best(), report, deadline, slot, matched=evidence.matched)
+        return Gathered(evidence.best(), evidence.matched)

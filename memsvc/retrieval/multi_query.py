@@ -5,12 +5,11 @@ from __future__ import annotations
 from functools import partial
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Principal
 from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import is_trivial, synthesize_questions
 from memsvc.llm.parse import string_list
-from memsvc.pipeline.context import QueryInput, QueryMode, QueryReport, stage_span
-from memsvc.pipeline.query.pipeline import QueryOutcome, QueryPipeline
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.retrieval.base import GENERATED_WEIGHT, Evidence, distinct_queries, recent_block, recent_texts, search_all
 
 
@@ -24,7 +23,7 @@ class MultiQuery:
         self._llm = llm
         self._questions = questions
         self._per_query = per_query
-        self._limit = limit
+        self.default_limit: int | None = limit
 
     async def synthesize(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> list[str]:
         """Auxiliary questions: none for trivial messages; the LLM when configured, else heuristics."""
@@ -46,14 +45,7 @@ class MultiQuery:
                 questions = synthesize_questions(request.query, recent_texts(request), self._questions)
         return questions
 
-    async def run(
-        self, principal: Principal, request: QueryInput, deadline: Deadline, report: QueryReport
-    ) -> QueryOutcome:
-        plan = self._pipeline.plan(principal, request, report, default_limit=self._limit)
-        report.queries.append(plan.query)
-        cached, slot = await self._pipeline.cached(plan, report, deadline)
-        if cached is not None:
-            return cached
+    async def gather(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Gathered:
         queries = distinct_queries([plan.query, *await self.synthesize(request, report, deadline)])
         depth = max(self._per_query, plan.limit)
         results = await search_all(self._pipeline, plan, queries, report, deadline, depth)
@@ -68,4 +60,4 @@ class MultiQuery:
                 if rank < len(found) and len(evidence.candidates) < plan.limit:
                     evidence.add(q, [found[rank]], 1.0 if i == 0 else GENERATED_WEIGHT, first_rank=rank + 1)
             rank += 1
-        return await self._pipeline.finish(plan, evidence.ranked(), report, deadline, slot, matched=evidence.matched)
+        return Gathered(evidence.ranked(), evidence.matched)

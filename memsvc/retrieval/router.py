@@ -92,7 +92,14 @@ class Retrieval:
             if not self._llm.configured:
                 notes.append("llm: no endpoint configured, offline heuristics")
             report = QueryReport(mode=mode, notes=notes)
-            outcome = await strategy.run(principal, request, deadline, report)
+            outcome = await self._pipeline.execute(
+                principal,
+                request,
+                report,
+                deadline,
+                lambda plan: strategy.gather(plan, request, report, deadline),
+                strategy.default_limit,
+            )
         if request.context_window > 0:
             outcome = await self._expander.run(outcome, request.context_window, deadline, report)
         if mode is QueryMode.APPLICABILITY:

@@ -37,6 +37,20 @@ class QueryOutcome:
 Rerank = Callable[[list[RankedMemory], float], Awaitable[Ranking]]
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """What a mode found for a plan: candidates best first, the queries that found each memory,
+    and optionally the mode's own ordering of the ranked candidates before the limit."""
+
+    candidates: list[Candidate]
+    matched: Mapping[str, Sequence[str]] | None = None
+    rerank: Rerank | None = None
+
+
+# A mode's search for a validated plan (its queries, their fusion, its reranker).
+Gather = Callable[[QueryPlan], Awaitable[Gathered]]
+
+
 class QueryPipeline:
     def __init__(
         self,
@@ -80,15 +94,33 @@ class QueryPipeline:
             span.set_attribute("memsvc.limit", plan.limit)
             return plan
 
-    async def run(self, principal: Principal, request: QueryInput, deadline: Deadline) -> QueryOutcome:
-        report = QueryReport(mode=QueryMode.DIRECT)
-        plan = self.plan(principal, request, report)
+    async def execute(
+        self,
+        principal: Principal,
+        request: QueryInput,
+        report: QueryReport,
+        deadline: Deadline,
+        gather: Gather,
+        default_limit: int | None = None,
+    ) -> QueryOutcome:
+        """The frame every mode runs in: scope, the result cache, the mode's gathering, then
+        hydrate, rank and bookkeep. A mode supplies only `gather`."""
+        plan = self.plan(principal, request, report, default_limit)
         report.queries.append(plan.query)
         cached, slot = await self.cached(plan, report, deadline)
         if cached is not None:
             return cached
-        candidates = await self.search(plan, plan.query, report, deadline)
-        return await self.finish(plan, candidates, report, deadline, slot)
+        got = await gather(plan)
+        return await self.finish(plan, got.candidates, report, deadline, slot, matched=got.matched, rerank=got.rerank)
+
+    async def run(self, principal: Principal, request: QueryInput, deadline: Deadline) -> QueryOutcome:
+        """DIRECT: the plan's query alone, dense and lexical fused."""
+        report = QueryReport(mode=QueryMode.DIRECT)
+
+        async def gather(plan: QueryPlan) -> Gathered:
+            return Gathered(await self.search(plan, plan.query, report, deadline))
+
+        return await self.execute(principal, request, report, deadline, gather)
 
     async def search(
         self, plan: QueryPlan, text: str, report: QueryReport, deadline: Deadline, k: int | None = None
