@@ -18,11 +18,11 @@ import numpy as np
 
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.crypto.keyring import MasterKeyRing, new_key_b64
-from memsvc.domain.models import Namespace, RetentionStatus, StoredMemory, StoredVersion, WrappedDataKey
+from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus, StoredMemory, StoredVersion, WrappedDataKey
 from memsvc.embeddings.base import Vector
 from memsvc.memories.codec import MemoryCodec
 from memsvc.stores.records.base import IndexTicket
-from memsvc.stores.vectors.base import RecallFilter, VectorHit, VectorItem
+from memsvc.stores.vectors.base import VectorHit, VectorItem
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -139,12 +139,12 @@ class FakeVectorIndex:
         self.items.setdefault(namespace, {}).update({item.memory_id: item for item in items})
 
     async def search_many(
-        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, memory_filter: MemoryFilter
     ) -> list[list[VectorHit]]:
         candidates = [
             item
             for item in self.items.get(namespace, {}).values()
-            if recall_filter.include_inactive or item.retention_status is RetentionStatus.ACTIVE
+            if memory_filter.include_inactive or item.retention_status is RetentionStatus.ACTIVE
         ]
         out = []
         for vector in vectors:
@@ -153,9 +153,9 @@ class FakeVectorIndex:
         return out
 
     async def search(
-        self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
     ) -> list[VectorHit]:
-        return (await self.search_many(namespace, [vector], limit, recall_filter))[0]
+        return (await self.search_many(namespace, [vector], limit, memory_filter))[0]
 
     async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, Vector]:
         held = self.items.get(namespace, {})

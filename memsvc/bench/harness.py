@@ -366,15 +366,14 @@ def measure_floor(bench: BenchServer, pairs: Sequence[tuple[str, str]], *, embed
     Each step is called directly on the adapters the server was built with, one query at a time,
     while the server is idle.
     """
-    from memsvc.domain.models import Namespace
-    from memsvc.stores.vectors.base import RecallFilter
+    from memsvc.domain.models import MemoryFilter, Namespace
     from memsvc.stores.vectors.milvus import filter_expression
 
     components = bench.components
     index = components.index
     embedder: Any = components.embedder
     principal = bench.loop.run(components.keys.authenticate(bench.api_key))
-    expression = " and ".join(f"({t})" for t in filter_expression(RecallFilter()))
+    expression = " and ".join(f"({t})" for t in filter_expression(MemoryFilter()))
     cached = bench.loop.run(embedder.embed([pairs[0][1]]))[0]
 
     async def fetch(namespace: Namespace, ids: list[str]) -> float:

@@ -181,6 +181,20 @@ class SealedContent:
         return cls(content=obj["c"], metadata=obj.get("m") or {})
 
 
+def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Every key of `wanted` is in `metadata` with an equal value; nested maps match recursively."""
+    for key, value in wanted.items():
+        if key not in metadata:
+            return False
+        have = metadata[key]
+        if isinstance(value, Mapping):
+            if not isinstance(have, Mapping) or not metadata_matches(have, value):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class MemoryFilter:
     """Which memories a query or listing considers. Every set field must match."""
@@ -195,6 +209,21 @@ class MemoryFilter:
     created_after: float | None = None
     created_before: float | None = None
     include_inactive: bool = False
+
+    def admits(self, memory: Memory) -> bool:
+        """Whether `memory` is one the filter considers. `min_importance` is not checked: it is the
+        rank stage's relevance gate, not membership (context neighbours are not ranked)."""
+        return (
+            (self.tier is None or memory.tier is self.tier)
+            and (not self.tags_any or bool(set(self.tags_any) & set(memory.tags)))
+            and (not self.session_id or memory.session_id == self.session_id)
+            and (not self.roles or memory.role in self.roles)
+            and (not self.kinds or memory.kind in self.kinds)
+            and (self.created_after is None or memory.created_at >= self.created_after)
+            and (self.created_before is None or memory.created_at < self.created_before)
+            and (self.include_inactive or memory.retention_status is RetentionStatus.ACTIVE)
+            and metadata_matches(memory.metadata, self.metadata)
+        )
 
     def fingerprint(self) -> str:
         """A stable hash of the filter, for cache keys and page-token binding."""

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Memory, MemoryFilter, Namespace, Permission, Principal
+from memsvc.domain.models import Memory, MemoryFilter, Namespace, Permission, Principal, metadata_matches
 from memsvc.errors import NotFound
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.query.hydrate import metadata_matches
 from memsvc.pipeline.validation import Limits, Violations, check_memory_id, check_user_id, validate_listing
 from memsvc.pipeline.write.path import require
 from memsvc.stores.records.base import PageCursor, RecordStore

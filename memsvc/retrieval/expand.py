@@ -42,7 +42,11 @@ class ContextExpander:
             for row in rows:
                 if row.namespace != plan.namespace:
                     continue
-                opened[row.id] = await self._codec.open(row)
+                memory = await self._codec.open(row)
+                # A neighbour is a memory like any other: the query's filters apply to it too.
+                if not plan.memory_filter.admits(memory):
+                    continue
+                opened[row.id] = memory
                 by_session.setdefault(row.session_id, []).append((row.created_at, row.id))
             returned = {r.memory.id for r in outcome.memories}
             emitted: set[str] = set()

@@ -319,6 +319,36 @@ def test_context_window_adds_session_neighbours(server: RunningServer) -> None:
     assert sum(m.context_neighbor for m in wider.memories) == 4
 
 
+def test_context_neighbours_obey_the_query_filter(server: RunningServer) -> None:
+    base = time.time() - 3600
+    turns = [
+        ("Let's plan the trip to Japan", "travel"),
+        ("My manager wants the report by Friday", "work"),
+        ("Cherry blossoms peak in early April in Kyoto", "travel"),
+        ("The quarterly numbers look weak", "work"),
+        ("Then we book flights for the first week of April", "travel"),
+    ]
+    add(
+        server,
+        "u1",
+        *[
+            {"content": t, "session_id": "s1", "tags": [tag], "create_time": ts(base + i)}
+            for i, (t, tag) in enumerate(turns)
+        ],
+    )
+    ask = "When do cherry blossoms peak in Kyoto?"
+    unfiltered = query(server, "u1", ask, limit=1, context_window=1)
+    assert [m.memory.content for m in unfiltered.memories] == [turns[2][0], turns[1][0], turns[3][0]]
+    travel_only = memory_pb2.MemoryFilter(tags_any=["travel"], min_importance=0.0)
+    filtered = query(server, "u1", ask, limit=1, context_window=2, filter=travel_only)
+    # The work turns beside the anchor are excluded by the filter, not replaced by other turns.
+    assert [(m.memory.content, m.context_neighbor) for m in filtered.memories] == [
+        (turns[2][0], False),
+        (turns[0][0], True),
+        (turns[4][0], True),
+    ]
+
+
 def test_invalid_mode_options_name_the_field(server: RunningServer) -> None:
     for fields, name in (
         ({"context_window": 9}, "context_window"),

@@ -25,7 +25,6 @@ from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.postgres import PostgresRecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.base import RecallFilter
 from tests.backends import fresh_schema
 
 pytestmark = pytest.mark.integration
@@ -84,8 +83,8 @@ class Stores:
         self.run(self.lexical.index(ns, [LexicalDoc(stored.id, terms, sum(terms.values()))]))
         return stored.id
 
-    def search(self, ns: Namespace, query: dict[int, int], f: RecallFilter | None = None) -> list[tuple[str, float]]:
-        hits = self.run(self.lexical.search(ns, query, 10, f or RecallFilter()))
+    def search(self, ns: Namespace, query: dict[int, int], f: MemoryFilter | None = None) -> list[tuple[str, float]]:
+        hits = self.run(self.lexical.search(ns, query, 10, f or MemoryFilter()))
         return [(h.memory_id, h.score) for h in hits]
 
     def close(self) -> None:
@@ -140,13 +139,13 @@ def test_filters_apply_to_lexical_hits(stores: Stores) -> None:
     hot = stores.add(ALICE, {5: 1}, tier=Tier.HOT, tags=("travel",), session="s1")
     cold = stores.add(ALICE, {5: 1}, tier=Tier.COLD, tags=("work",), session="s2")
     assert {m for m, _ in stores.search(ALICE, {5: 1})} == {hot, cold}
-    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(tier=Tier.COLD))] == [cold]
-    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(tags_any=("travel", "x")))] == [hot]
-    assert [m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(session_id="s2"))] == [cold]
-    assert stores.search(ALICE, {5: 1}, RecallFilter(created_after=2_000.0)) == []
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(tier=Tier.COLD))] == [cold]
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(tags_any=("travel", "x")))] == [hot]
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(session_id="s2"))] == [cold]
+    assert stores.search(ALICE, {5: 1}, MemoryFilter(created_after=2_000.0)) == []
     stores.run(stores.records.update_memory(ALICE, hot, {"retention_status": RetentionStatus.ARCHIVED}, 1_001.0))
     assert [m for m, _ in stores.search(ALICE, {5: 1})] == [cold]
-    assert {m for m, _ in stores.search(ALICE, {5: 1}, RecallFilter(include_inactive=True))} == {hot, cold}
+    assert {m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(include_inactive=True))} == {hot, cold}
 
 
 def test_reindex_replaces_and_delete_and_forget_remove_postings(stores: Stores) -> None:

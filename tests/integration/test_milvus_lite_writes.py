@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from milvus_lite.engine.collection import Collection
 
-from memsvc.domain.models import MemoryKind, Namespace, RetentionStatus, Role, Tier
+from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.base import RecallFilter, VectorItem
+from memsvc.stores.vectors.base import VectorItem
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
 from tests.conftest import LoopThread
 from tests.fault.support import MILVUS_LITE_WAL_LEAK
@@ -109,7 +109,7 @@ def test_concurrent_upserts_and_flushes_reach_the_engine_one_at_a_time(
     async def writer(user: Namespace, w: int) -> None:
         for b in range(8):
             await index.upsert(user, batches[(user, w, b)])
-            await index.search(user, batches[(user, w, b)][0].vector, 5, RecallFilter())
+            await index.search(user, batches[(user, w, b)][0].vector, 5, MemoryFilter())
 
     async def all_writers() -> None:
         await asyncio.gather(*(writer(user, w) for user in USERS for w in range(4)))

@@ -11,9 +11,9 @@ import pytest
 
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.crypto.keyring import MasterKeyRing, new_key_b64
-from memsvc.domain.models import MemoryKind, Namespace, RetentionStatus, Role, Tier
+from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.base import RecallFilter, VectorItem
+from memsvc.stores.vectors.base import VectorItem
 from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
 from tests.conftest import LoopThread
 
@@ -89,13 +89,13 @@ def test_an_upsert_recovers_after_another_replica_dropped_the_partition(
     try:
         item = _item("m1", 1)
         loop_thread.run(b.upsert(CAROL, [item]))
-        assert [h.memory_id for h in loop_thread.run(b.search(CAROL, item.vector, 5, RecallFilter()))] == ["m1"]
+        assert [h.memory_id for h in loop_thread.run(b.search(CAROL, item.vector, 5, MemoryFilter()))] == ["m1"]
         loop_thread.run(a.drop_namespace(CAROL))
         # B still believes the partition exists: a search finds nothing, an upsert recreates it.
-        assert loop_thread.run(b.search(CAROL, item.vector, 5, RecallFilter())) == []
+        assert loop_thread.run(b.search(CAROL, item.vector, 5, MemoryFilter())) == []
         fresh = _item("m2", 2)
         loop_thread.run(b.upsert(CAROL, [fresh]))
-        hits = loop_thread.run(a.search(CAROL, fresh.vector, 5, RecallFilter()))
+        hits = loop_thread.run(a.search(CAROL, fresh.vector, 5, MemoryFilter()))
         assert [h.memory_id for h in hits] == ["m2"]
     finally:
         loop_thread.run(a.close())

@@ -22,16 +22,16 @@ from memsvc.domain.models import (
     Role,
     Tier,
     WrappedDataKey,
+    metadata_matches,
 )
 from memsvc.errors import FailedPrecondition, InvalidArgument
 from memsvc.pipeline.paging import PageTokens
-from memsvc.pipeline.query.hydrate import Hydrated, metadata_matches
+from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.rank import RankStage
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.validation import Limits, validate_new_memories, validate_query
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import PageCursor
-from memsvc.stores.vectors.base import RecallFilter
 from memsvc.stores.vectors.milvus import filter_expression, quote
 
 ALICE = Namespace("acme", "web", "production", "alice")
@@ -180,7 +180,7 @@ def test_milvus_literals_cannot_break_out(value: str) -> None:
 
 def test_filter_expression_terms() -> None:
     terms = filter_expression(
-        RecallFilter(tier=Tier.HOT, tags_any=("a", 'b"'), session_id="s", roles=(Role.ASSISTANT,))
+        MemoryFilter(tier=Tier.HOT, tags_any=("a", 'b"'), session_id="s", roles=(Role.ASSISTANT,))
     )
     assert terms == [
         'tier == "hot"',
@@ -189,7 +189,7 @@ def test_filter_expression_terms() -> None:
         'role in ["assistant"]',
         'status == "active"',
     ]
-    assert filter_expression(RecallFilter(include_inactive=True)) == []
+    assert filter_expression(MemoryFilter(include_inactive=True)) == []
 
 
 def test_metadata_filter_matches_nested_subsets() -> None:

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory
+from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory, metadata_matches
 from memsvc.memories.codec import MemoryCodec, memory_of
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.records.base import RecordStore
-
-
-def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every key of `wanted` is in `metadata` with an equal value; nested maps match recursively."""
-    for key, value in wanted.items():
-        if key not in metadata:
-            return False
-        have = metadata[key]
-        if isinstance(value, Mapping):
-            if not isinstance(have, Mapping) or not metadata_matches(have, value):
-                return False
-        elif have != value:
-            return False
-    return True
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memsvc.deadline import Deadline
 from memsvc.pipeline.context import QueryPlan
-from memsvc.pipeline.query.recall import Candidate, recall_filter_of
+from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import LexicalIndex
 
@@ -22,7 +22,7 @@ class LexicalRecall:
             return []  # only stopwords or punctuation: nothing to match lexically
         k = k or max(self._candidates, plan.limit * 3)
         hits = await deadline.run(
-            self._index.search(plan.namespace, bag.counts, k, recall_filter_of(plan.memory_filter)),
+            self._index.search(plan.namespace, bag.counts, k, plan.memory_filter),
             "the lexical index",
         )
         best = hits[0].score if hits and hits[0].score > 0 else 1.0

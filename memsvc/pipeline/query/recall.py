@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import MemoryFilter
 from memsvc.embeddings.base import Vector
 from memsvc.pipeline.context import QueryPlan
-from memsvc.stores.vectors.base import RecallFilter, VectorIndex
+from memsvc.stores.vectors.base import VectorIndex
 
 
 @dataclass(frozen=True)
@@ -23,19 +22,6 @@ class Candidate:
     fused: float = 0.0
 
 
-def recall_filter_of(memory_filter: MemoryFilter) -> RecallFilter:
-    return RecallFilter(
-        tier=memory_filter.tier,
-        tags_any=memory_filter.tags_any,
-        session_id=memory_filter.session_id,
-        roles=memory_filter.roles,
-        kinds=memory_filter.kinds,
-        created_after=memory_filter.created_after,
-        created_before=memory_filter.created_before,
-        include_inactive=memory_filter.include_inactive,
-    )
-
-
 class RecallStage:
     def __init__(self, index: VectorIndex, candidates: int) -> None:
         self._index = index
@@ -45,7 +31,7 @@ class RecallStage:
         # Recall more than the limit: hydration filters and ranking reorder what comes back.
         k = k or max(self._candidates, plan.limit * 3)
         hits = await deadline.run(
-            self._index.search(plan.namespace, vector, k, recall_filter_of(plan.memory_filter)),
+            self._index.search(plan.namespace, vector, k, plan.memory_filter),
             "the vector index",
         )
         return [Candidate(memory_id=h.memory_id, similarity=h.similarity, dense_rank=i + 1) for i, h in enumerate(hits)]

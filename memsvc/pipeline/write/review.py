@@ -20,6 +20,7 @@ import numpy as np
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
+    MemoryFilter,
     Namespace,
     RetentionStatus,
     StoredMemory,
@@ -29,7 +30,7 @@ from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict, is_duplicate
 from memsvc.stores.records.base import RecordStore
-from memsvc.stores.vectors.base import RecallFilter, VectorIndex
+from memsvc.stores.vectors.base import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class WriteReview:
             return []
         try:
             found = await deadline.run(
-                self._index.search_many(namespace, [v for _, v in items], self._candidates, RecallFilter()),
+                self._index.search_many(namespace, [v for _, v in items], self._candidates, MemoryFilter()),
                 "the vector index",
             )
         except Unavailable as exc:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from memsvc.domain.models import Namespace
-from memsvc.stores.vectors.base import RecallFilter
+from memsvc.domain.models import MemoryFilter, Namespace
+
+
+def postings_filter(memory_filter: MemoryFilter) -> MemoryFilter:
+    """What of a filter the postings evaluate: not the sealed metadata (hydration checks it) and
+    not importance (the rank stage gates it), as the vector index."""
+    return replace(memory_filter, metadata={}, min_importance=None)
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class LexicalIndex(Protocol):
         ...
 
     async def search(
-        self, namespace: Namespace, query: Mapping[int, int], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, memory_filter: MemoryFilter
     ) -> list[LexicalHit]:
         """The best `limit` memories by BM25 for the query's term ids (with counts), filtered."""
         ...

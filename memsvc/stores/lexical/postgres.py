@@ -12,12 +12,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from memsvc.domain.models import Namespace
-from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
-from memsvc.stores.lexical.sqlite import bm25_sql, memory_filter_of
+from memsvc.domain.models import MemoryFilter, Namespace
+from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_filter
+from memsvc.stores.lexical.sqlite import bm25_sql
 from memsvc.stores.postgres_pool import PostgresPool
 from memsvc.stores.records.rows import filter_sql
-from memsvc.stores.vectors.base import RecallFilter
 
 
 def _tags_any_sql(n: int) -> str:
@@ -68,11 +67,11 @@ class PostgresLexicalIndex:
             )
 
     async def search(
-        self, namespace: Namespace, query: Mapping[int, int], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, memory_filter: MemoryFilter
     ) -> list[LexicalHit]:
         if not query or limit <= 0:
             return []
-        where, values = filter_sql(memory_filter_of(recall_filter), "%s", _tags_any_sql)
+        where, values = filter_sql(postings_filter(memory_filter), "%s", _tags_any_sql)
         sql = bm25_sql(len(query), where, "%s")
         digest = namespace.digest
         params: list[Any] = [v for term, count in query.items() for v in (term, count)]

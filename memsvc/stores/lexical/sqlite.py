@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memsvc.domain.models import MemoryFilter, Namespace
-from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
+from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_filter
 from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sqlite_threads import SqliteThreads
-from memsvc.stores.vectors.base import RecallFilter
 
 T = TypeVar("T")
 _BUSY_TIMEOUT_MS = 5000
@@ -24,20 +23,6 @@ _BUSY_TIMEOUT_MS = 5000
 
 def _tags_any_sql(n: int) -> str:
     return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join('?' * n)}))"
-
-
-def memory_filter_of(recall_filter: RecallFilter) -> MemoryFilter:
-    """The row-level filter equal to a recall filter (importance is gated later, by ranking)."""
-    return MemoryFilter(
-        tier=recall_filter.tier,
-        tags_any=recall_filter.tags_any,
-        session_id=recall_filter.session_id,
-        roles=recall_filter.roles,
-        kinds=recall_filter.kinds,
-        created_after=recall_filter.created_after,
-        created_before=recall_filter.created_before,
-        include_inactive=recall_filter.include_inactive,
-    )
 
 
 def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
@@ -137,11 +122,11 @@ class SqliteLexicalIndex:
         )
 
     async def search(
-        self, namespace: Namespace, query: Mapping[int, int], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, memory_filter: MemoryFilter
     ) -> list[LexicalHit]:
         if not query or limit <= 0:
             return []
-        where, values = filter_sql(memory_filter_of(recall_filter), "?", _tags_any_sql)
+        where, values = filter_sql(postings_filter(memory_filter), "?", _tags_any_sql)
         sql = bm25_sql(len(query), where)
         digest = namespace.digest
         params: list[Any] = [v for term, count in query.items() for v in (term, count)]

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from memsvc.domain.models import MemoryKind, Namespace, RetentionStatus, Role, Tier
+from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
 
 Vector = npt.NDArray[np.float32]
 
@@ -30,20 +30,6 @@ class VectorItem:
 
 
 @dataclass(frozen=True)
-class RecallFilter:
-    """Filters applied inside the index, so the wrong rows are never returned."""
-
-    tier: Tier | None = None
-    tags_any: tuple[str, ...] = ()
-    session_id: str = ""
-    roles: tuple[Role, ...] = ()
-    kinds: tuple[MemoryKind, ...] = ()
-    created_after: float | None = None
-    created_before: float | None = None
-    include_inactive: bool = False
-
-
-@dataclass(frozen=True)
 class VectorHit:
     memory_id: str
     similarity: float
@@ -58,13 +44,17 @@ class VectorIndex(Protocol):
     async def upsert(self, namespace: Namespace, items: Sequence[VectorItem]) -> None: ...
 
     async def search(
-        self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
     ) -> list[VectorHit]: ...
 
     async def search_many(
-        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, memory_filter: MemoryFilter
     ) -> list[list[VectorHit]]:
-        """One search per vector, in one round trip; hits in the order of `vectors`."""
+        """One search per vector, in one round trip; hits in the order of `vectors`.
+
+        The index evaluates every field of the filter but `metadata` (sealed; hydration checks
+        it) and `min_importance` (the rank stage's gate).
+        """
         ...
 
     async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, Vector]:

@@ -28,10 +28,10 @@ from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
 from memsvc.config import MILVUS_SERVER_SCHEMES
-from memsvc.domain.models import Namespace, RetentionStatus
+from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
 from memsvc.errors import Unavailable
 from memsvc.stores.records.base import VectorPlacement
-from memsvc.stores.vectors.base import RecallFilter, Vector, VectorHit, VectorItem
+from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 
 T = TypeVar("T")
@@ -61,24 +61,25 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def filter_expression(recall_filter: RecallFilter) -> list[str]:
-    """Expression terms for caller filters; every value is quoted, never pasted."""
+def filter_expression(memory_filter: MemoryFilter) -> list[str]:
+    """Expression terms for caller filters; every value is quoted, never pasted. The index has no
+    metadata (sealed) and no importance (the rank stage gates it): those two fields are not here."""
     terms: list[str] = []
-    if recall_filter.tier is not None:
-        terms.append(f"tier == {quote(recall_filter.tier.value)}")
-    if recall_filter.tags_any:
-        terms.append(f"ARRAY_CONTAINS_ANY(tags, [{', '.join(quote(t) for t in recall_filter.tags_any)}])")
-    if recall_filter.session_id:
-        terms.append(f"session_id == {quote(recall_filter.session_id)}")
-    if recall_filter.roles:
-        terms.append(f"role in [{', '.join(quote(r.value) for r in recall_filter.roles)}]")
-    if recall_filter.kinds:
-        terms.append(f"kind in [{', '.join(quote(k.value) for k in recall_filter.kinds)}]")
-    if recall_filter.created_after is not None:
-        terms.append(f"created_at >= {int(recall_filter.created_after)}")
-    if recall_filter.created_before is not None:
-        terms.append(f"created_at < {int(recall_filter.created_before) + 1}")
-    if not recall_filter.include_inactive:
+    if memory_filter.tier is not None:
+        terms.append(f"tier == {quote(memory_filter.tier.value)}")
+    if memory_filter.tags_any:
+        terms.append(f"ARRAY_CONTAINS_ANY(tags, [{', '.join(quote(t) for t in memory_filter.tags_any)}])")
+    if memory_filter.session_id:
+        terms.append(f"session_id == {quote(memory_filter.session_id)}")
+    if memory_filter.roles:
+        terms.append(f"role in [{', '.join(quote(r.value) for r in memory_filter.roles)}]")
+    if memory_filter.kinds:
+        terms.append(f"kind in [{', '.join(quote(k.value) for k in memory_filter.kinds)}]")
+    if memory_filter.created_after is not None:
+        terms.append(f"created_at >= {int(memory_filter.created_after)}")
+    if memory_filter.created_before is not None:
+        terms.append(f"created_at < {int(memory_filter.created_before) + 1}")
+    if not memory_filter.include_inactive:
         terms.append(f"status == {quote(RetentionStatus.ACTIVE.value)}")
     return terms
 
@@ -472,17 +473,17 @@ class MilvusVectorIndex:
         )
 
     async def search(
-        self, namespace: Namespace, vector: Vector, limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
     ) -> list[VectorHit]:
-        return (await self.search_many(namespace, [vector], limit, recall_filter))[0]
+        return (await self.search_many(namespace, [vector], limit, memory_filter))[0]
 
     async def search_many(
-        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, recall_filter: RecallFilter
+        self, namespace: Namespace, vectors: Sequence[Vector], limit: int, memory_filter: MemoryFilter
     ) -> list[list[VectorHit]]:
         location = await self._locate(namespace.digest, create=False)
         if location is None or not vectors:
             return [[] for _ in vectors]
-        terms = filter_expression(recall_filter)
+        terms = filter_expression(memory_filter)
         if location.namespace_term is not None:
             terms.insert(0, location.namespace_term)
         expression = " and ".join(f"({t})" for t in terms)

@@ -175,7 +175,9 @@ type QueryRequest struct {
 	// Optional. The most recent turns of the conversation, oldest first, at most 20.
 	RecentTurns []*ConversationTurn `protobuf:"bytes,7,rep,name=recent_turns,json=recentTurns,proto3" json:"recent_turns,omitempty"`
 	// Optional. Number of neighbouring turns of the same session to add before and after each
-	// returned memory (context expansion), 0 to 5.
+	// returned memory (context expansion), 0 to 5. Neighbours obey `filter` as results do (tier,
+	// tags, roles, kinds, time range, metadata, inactive ones), except `min_importance`, which
+	// gates ranking: a neighbour that the filter excludes is left out, not replaced.
 	ContextWindow int32 `protobuf:"varint,8,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
 	// Optional. Token budget of the composed context block (QUERY_MODE_APPLICABILITY); 1,024
 	// when unset.

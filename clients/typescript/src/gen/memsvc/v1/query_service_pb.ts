@@ -101,7 +101,9 @@ export type QueryRequest = Message<"memsvc.v1.QueryRequest"> & {
 
   /**
    * Optional. Number of neighbouring turns of the same session to add before and after each
-   * returned memory (context expansion), 0 to 5.
+   * returned memory (context expansion), 0 to 5. Neighbours obey `filter` as results do (tier,
+   * tags, roles, kinds, time range, metadata, inactive ones), except `min_importance`, which
+   * gates ranking: a neighbour that the filter excludes is left out, not replaced.
    *
    * @generated from field: int32 context_window = 8;
    */
