@@ -178,7 +178,7 @@ class Components:
     metrics: MetricsEndpoint | None = None
 
     def start_jobs(self) -> None:
-        """Start the background jobs: recall bookkeeping, reconciliation, maintenance, metrics."""
+        """Start the background jobs: recall bookkeeping, reconciliation and maintenance."""
         settings = self.settings
         self.recorder.start()
         self.reconciler.start(settings.reconcile_interval_s)

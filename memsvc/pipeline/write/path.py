@@ -107,11 +107,6 @@ class WritePath:
 
     # -- AddMemories --------------------------------------------------------------------------
 
-    async def add(
-        self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
-    ) -> list[tuple[Memory, bool]]:
-        return [(r.memory, r.created) for r in await self.add_detailed(principal, user_id, items, deadline)]
-
     async def add_detailed(
         self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
     ) -> list[AddResult]:
@@ -183,7 +178,8 @@ class WritePath:
             new = [(d.memory, d.vector) for d in earlier if d.memory is not None]
             local = await self._review.review_batch(item.content, vector, new, deadline)
         if local.duplicate_of is not None:
-            position = next(k for k, d in enumerate(earlier) if d.memory is local.duplicate_of)
+            repeated = local.duplicate_of.id
+            position = next(k for k, d in enumerate(earlier) if d.memory is not None and d.memory.id == repeated)
             return Draft(item, vector, repeats=position, reason=local.duplicate_reason)
         contradictions = review.contradictions + local.contradictions
         created_at = item.created_at if item.created_at is not None else now
