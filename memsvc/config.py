@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     # Longest a single Milvus call (and a connection attempt) may take: a hung Milvus fails the
     # call, marks the index unavailable and frees the worker instead of holding it.
     milvus_call_timeout_s: float = 10.0
+    # On a Milvus server, searches run Bounded and a namespace's search waits for the timestamp of
+    # its last acknowledged write (kept in the record store): read-your-writes across replicas
+    # without Strong's wait for the next time tick. False leaves plain Bounded (tests show the race).
+    milvus_read_your_writes: bool = True
     # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64

@@ -245,6 +245,7 @@ async def build_components(
         reconnect_backoff_s=settings.milvus_reconnect_backoff_s,
         reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,
         call_timeout_s=settings.milvus_call_timeout_s,
+        read_your_writes=settings.milvus_read_your_writes,
     )
     cipher = EnvelopeCipher(ring, store)
     codec = MemoryCodec(cipher)

@@ -282,3 +282,11 @@ class RecordStore(Protocol):
     async def assign_placement(
         self, namespace_digest: str, prefix: str, partitions_per_collection: int
     ) -> VectorPlacement: ...
+
+    async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None:
+        """Keep the later of `timestamp` and the namespace's stored last vector write timestamp."""
+        ...
+
+    async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None:
+        """The Milvus timestamp of the namespace's last acknowledged vector write, if any."""
+        ...

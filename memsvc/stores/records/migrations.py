@@ -187,6 +187,19 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    (
+        4,
+        (
+            # The Milvus server timestamp of each namespace's last vector write, read by every
+            # replica so a search can wait for exactly that write (read-your-writes, not Strong).
+            """CREATE TABLE vector_write_clock (
+                ns TEXT NOT NULL,
+                prefix TEXT NOT NULL,
+                ts INTEGER NOT NULL,
+                PRIMARY KEY (ns, prefix)
+            )""",
+        ),
+    ),
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -384,6 +397,19 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
                 p99 DOUBLE PRECISION NOT NULL,
                 memories BIGINT NOT NULL,
                 computed_at DOUBLE PRECISION NOT NULL
+            )""",
+        ),
+    ),
+    (
+        4,
+        (
+            # The Milvus server timestamp of each namespace's last vector write, read by every
+            # replica so a search can wait for exactly that write (read-your-writes, not Strong).
+            """CREATE TABLE vector_write_clock (
+                ns TEXT NOT NULL,
+                prefix TEXT NOT NULL,
+                ts BIGINT NOT NULL,
+                PRIMARY KEY (ns, prefix)
             )""",
         ),
     ),

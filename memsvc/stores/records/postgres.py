@@ -593,6 +593,22 @@ class PostgresRecordStore:
             row = await cur.fetchone()
         return None if row is None else VectorPlacement(row[0], row[1])
 
+    async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None:
+        async with self._tx() as conn:
+            await conn.execute(
+                "INSERT INTO vector_write_clock (ns, prefix, ts) VALUES (%s, %s, %s) "
+                "ON CONFLICT (ns, prefix) DO UPDATE SET ts = GREATEST(vector_write_clock.ts, excluded.ts)",
+                (namespace_digest, prefix, timestamp),
+            )
+
+    async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                "SELECT ts FROM vector_write_clock WHERE ns = %s AND prefix = %s", (namespace_digest, prefix)
+            )
+            row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
     async def assign_placement(
         self, namespace_digest: str, prefix: str, partitions_per_collection: int
     ) -> VectorPlacement:

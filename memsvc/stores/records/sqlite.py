@@ -663,6 +663,23 @@ class SqliteRecordStore:
         )
         return None if row is None else VectorPlacement(row[0], row[1])
 
+    async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None:
+        await self._write(
+            lambda conn: conn.execute(
+                "INSERT INTO vector_write_clock (ns, prefix, ts) VALUES (?, ?, ?) "
+                "ON CONFLICT (ns, prefix) DO UPDATE SET ts = MAX(ts, excluded.ts)",
+                (namespace_digest, prefix, timestamp),
+            )
+        )
+
+    async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT ts FROM vector_write_clock WHERE ns = ? AND prefix = ?", (namespace_digest, prefix)
+            ).fetchone()
+        )
+        return None if row is None else int(row[0])
+
     async def assign_placement(
         self, namespace_digest: str, prefix: str, partitions_per_collection: int
     ) -> VectorPlacement:

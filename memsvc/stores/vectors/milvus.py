@@ -55,6 +55,10 @@ class PlacementRegistry(Protocol):
         self, namespace_digest: str, prefix: str, partitions_per_collection: int
     ) -> VectorPlacement: ...
 
+    async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None: ...
+
+    async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None: ...
+
 
 def quote(value: str) -> str:
     """A Milvus string literal: escape backslashes and double quotes."""
@@ -204,8 +208,12 @@ class MilvusVectorIndex:
         reconnect_backoff_max_s: float = 30.0,
         probe_timeout_s: float = 2.0,
         call_timeout_s: float | None = None,
+        read_your_writes: bool = True,
     ) -> None:
         self._client = client
+        # On a Milvus server: searches run Bounded, and a namespace with a recorded last write
+        # waits for exactly that write's timestamp (see search_many). Off only to show the race.
+        self._read_your_writes = read_your_writes
         self.call_timeout_s = call_timeout_s
         self._api = _TimedCalls(self)
         self._reconnecting = False
@@ -453,7 +461,7 @@ class MilvusVectorIndex:
                 row["ns"] = namespace.digest
             rows.append(row)
         try:
-            await self._upsert_rows(location, rows)
+            await self._upsert_rows(namespace.digest, location, rows)
         except Unavailable:
             if location.partition is None:
                 raise
@@ -462,15 +470,60 @@ class MilvusVectorIndex:
             self._ready_partitions.discard((location.collection, location.partition))
             location = await self._locate(namespace.digest, create=True)
             assert location is not None
-            await self._upsert_rows(location, rows)
+            await self._upsert_rows(namespace.digest, location, rows)
         self._schedule_flush(location.collection)
 
-    async def _upsert_rows(self, location: Location, rows: list[dict[str, Any]]) -> None:
-        await self._call(
-            lambda: self._api.upsert(
-                location.collection, rows, **({"partition_name": location.partition} if location.partition else {})
+    async def _upsert_rows(self, digest: str, location: Location, rows: list[dict[str, Any]]) -> None:
+        if self._embedded:
+            await self._call(
+                lambda: self._api.upsert(
+                    location.collection, rows, **({"partition_name": location.partition} if location.partition else {})
+                )
             )
-        )
+            return
+        # MilvusClient.upsert drops the write's timestamp; the connection's own calls return it.
+        if location.namespace_term is None:
+            result = await self._call(
+                lambda: self._server_connection().upsert_rows(
+                    location.collection, rows, partition_name=location.partition, timeout=self.call_timeout_s
+                )
+            )
+        else:
+            # Milvus 2.3.5 routes upserted rows past their partition key (a search or query by
+            # `ns` then finds nothing); delete and insert route by the key. A failure between the
+            # two leaves the memory unindexed, which the reconciler repairs like any failed write.
+            replaced = "id in [" + ", ".join(quote(str(row["id"])) for row in rows) + "]"
+            expression = f"({location.namespace_term}) and ({replaced})"
+
+            def replace() -> Any:
+                connection = self._server_connection()
+                connection.delete(location.collection, expression, timeout=self.call_timeout_s)
+                return connection.insert_rows(location.collection, rows, timeout=self.call_timeout_s)
+
+            result = await self._call(replace)
+        await self._note_write(digest, int(result.timestamp))
+
+    def _server_connection(self) -> Any:
+        """The pymilvus connection under the server client, whose mutations report their timestamp."""
+        return self._usable_client()._get_connection()  # type: ignore[union-attr]
+
+    async def _note_write(self, digest: str, timestamp: int) -> None:
+        """Record the namespace's last write timestamp where every replica's searches read it."""
+        if timestamp > 0:
+            await self._registry.note_vector_write(digest, self._prefix, timestamp)
+
+    async def _search_consistency(self, digest: str) -> dict[str, Any]:
+        """Strong on Milvus Lite; on a server Bounded, or up to the namespace's last write."""
+        if self._embedded:
+            # Milvus Lite answers from the process's own state: Strong costs it nothing.
+            return {"consistency_level": "Strong"}
+        if self._read_your_writes:
+            last_write = await self._registry.last_vector_write(digest, self._prefix)
+            if last_write is not None:
+                # Customized: the server serves once its data reaches this timestamp, so the
+                # user's acknowledged writes (from any replica) are visible; no wait for a tick.
+                return {"consistency_level": "Customized", "guarantee_timestamp": last_write}
+        return {"consistency_level": "Bounded"}
 
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
@@ -488,6 +541,7 @@ class MilvusVectorIndex:
             terms.insert(0, location.namespace_term)
         expression = " and ".join(f"({t})" for t in terms)
         kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
+        kwargs.update(await self._search_consistency(namespace.digest))
         try:
             result = await self._call(
                 lambda: self._api.search(
@@ -499,8 +553,6 @@ class MilvusVectorIndex:
                     # and serialising 50 vectors per search cost it 2 of its 6 ms.
                     output_fields=["id"],
                     search_params={"metric_type": "COSINE"},
-                    # Strong: a write acknowledged by any replica is visible to this search.
-                    consistency_level="Strong",
                     **kwargs,
                 ),
                 read=True,
@@ -548,11 +600,25 @@ class MilvusVectorIndex:
         if location is None:
             return
         ids = list(memory_ids)
-        await self._call(
-            lambda: self._api.delete(
-                location.collection, ids=ids, **({"partition_name": location.partition} if location.partition else {})
+        if self._embedded:
+            await self._call(
+                lambda: self._api.delete(
+                    location.collection,
+                    ids=ids,
+                    **({"partition_name": location.partition} if location.partition else {}),
+                )
             )
-        )
+        else:
+            expression = "id in [" + ", ".join(quote(i) for i in ids) + "]"
+            if location.namespace_term is not None:
+                # Milvus 2.3.5 applies a delete on a partition-key collection only with the key.
+                expression = f"({location.namespace_term}) and ({expression})"
+            result = await self._call(
+                lambda: self._server_connection().delete(
+                    location.collection, expression, partition_name=location.partition, timeout=self.call_timeout_s
+                )
+            )
+            await self._note_write(namespace_digest, int(result.timestamp))
         self._schedule_flush(location.collection)
 
     async def drop_namespace(self, namespace: Namespace) -> None:
@@ -561,7 +627,13 @@ class MilvusVectorIndex:
             return
         if location.partition is None:
             term = location.namespace_term
-            await self._call(lambda: self._api.delete(location.collection, filter=term))
+            if self._embedded:
+                await self._call(lambda: self._api.delete(location.collection, filter=term))
+            else:
+                result = await self._call(
+                    lambda: self._server_connection().delete(location.collection, term, timeout=self.call_timeout_s)
+                )
+                await self._note_write(namespace.digest, int(result.timestamp))
             self._schedule_flush(location.collection)
             return
         partition = location.partition

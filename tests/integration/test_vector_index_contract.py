@@ -1,0 +1,166 @@
+"""The VectorIndex contract, run over Milvus Lite in process and the C++ Milvus server alike."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
+from memsvc.stores.records.postgres import PostgresRecordStore
+from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.vectors.base import VectorItem
+from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
+from tests.backends import fresh_schema
+from tests.conftest import LoopThread
+from tests.milvus_server import MilvusServer
+
+pytestmark = pytest.mark.integration
+
+DIM = 16
+ALICE = Namespace("acme", "default", "development", "alice")
+BOB = Namespace("acme", "default", "development", "bob")
+IndexFactory = Callable[..., MilvusVectorIndex]
+
+
+def item(memory_id: str, seed: int, tier: Tier = Tier.HOT, tags: tuple[str, ...] = ()) -> VectorItem:
+    vector = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return VectorItem(
+        memory_id, vector, tier, tags, "s1", Role.USER, MemoryKind.FACT, RetentionStatus.ACTIVE, time.time()
+    )
+
+
+@pytest.fixture(params=["lite", "server"])
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def milvus_uri(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if engine == "lite":
+        return str(tmp_path / "milvus.db")
+    server: MilvusServer = request.getfixturevalue("milvus_server")
+    return server.uri
+
+
+@pytest.fixture
+def indexes(loop_thread: LoopThread, engine: str, milvus_uri: str, tmp_path: Path) -> Iterator[IndexFactory]:
+    """Indexes sharing one placement registry (a SQLite record store), each with its own client."""
+    store = SqliteRecordStore(tmp_path / "records.db")
+    loop_thread.run(store.migrate())
+    made: list[MilvusVectorIndex] = []
+
+    def make(placement: str = "partition", **options: object) -> MilvusVectorIndex:
+        index = MilvusVectorIndex(
+            connect_milvus(milvus_uri),
+            embedding_version="contract@1",
+            dimension=DIM,
+            placement=placement,
+            registry=store,
+            embedded=engine == "lite",
+            flush_delay_s=0.2,
+            **options,  # type: ignore[arg-type]
+        )
+        made.append(index)
+        return index
+
+    yield make
+    for index in made:
+        loop_thread.run(index.close())
+    loop_thread.run(store.close())
+
+
+def ids(hits: list[object]) -> list[str]:
+    return [h.memory_id for h in hits]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_a_write_is_searchable_counted_and_isolated(
+    loop_thread: LoopThread, indexes: IndexFactory, placement: str
+) -> None:
+    index = indexes(placement)
+    a1, a2, b1 = item("a1", 1), item("a2", 2, tier=Tier.COLD, tags=("travel",)), item("b1", 3)
+    loop_thread.run(index.upsert(ALICE, [a1, a2]))
+    loop_thread.run(index.upsert(BOB, [b1]))
+    assert ids(loop_thread.run(index.search(ALICE, a1.vector, 1, MemoryFilter())))[0] == "a1"
+    assert set(ids(loop_thread.run(index.search(ALICE, b1.vector, 10, MemoryFilter())))) == {"a1", "a2"}
+    assert ids(loop_thread.run(index.search(BOB, a1.vector, 10, MemoryFilter()))) == ["b1"]
+    assert ids(loop_thread.run(index.search(ALICE, a1.vector, 10, MemoryFilter(tags_any=("travel",))))) == ["a2"]
+    assert loop_thread.run(index.count(ALICE)) == 2
+    stored = loop_thread.run(index.vectors(ALICE, ["a1", "b1"]))
+    assert set(stored) == {"a1"}
+    assert np.allclose(stored["a1"], a1.vector, atol=1e-5)
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_delete_and_drop_namespace_remove_only_their_own(
+    loop_thread: LoopThread, indexes: IndexFactory, placement: str
+) -> None:
+    index = indexes(placement)
+    loop_thread.run(index.upsert(ALICE, [item("a1", 1), item("a2", 2)]))
+    loop_thread.run(index.upsert(BOB, [item("b1", 3)]))
+    loop_thread.run(index.delete(ALICE, ["a1"]))
+    assert ids(loop_thread.run(index.search(ALICE, item("a1", 1).vector, 10, MemoryFilter()))) == ["a2"]
+    loop_thread.run(index.drop_namespace(ALICE))
+    assert loop_thread.run(index.search(ALICE, item("a2", 2).vector, 10, MemoryFilter())) == []
+    assert ids(loop_thread.run(index.search(BOB, item("b1", 3).vector, 10, MemoryFilter()))) == ["b1"]
+
+
+def _read_after_write_misses(
+    loop_thread: LoopThread, writer: MilvusVectorIndex, reader: MilvusVectorIndex, writers: int, tries: int
+) -> int:
+    """Concurrent writers each add through `writer` and at once search through `reader`."""
+
+    async def one_writer(w: int) -> int:
+        user = Namespace("acme", "default", "development", f"raw-{w}")
+        misses = 0
+        for i in range(tries):
+            fresh = item(f"w{w}-{i}", 1000 * w + i)
+            await writer.upsert(user, [fresh])
+            hits = await reader.search(user, fresh.vector, 1, MemoryFilter())
+            misses += ids(hits) != [fresh.memory_id]
+        return misses
+
+    async def run() -> int:
+        return sum(await asyncio.gather(*(one_writer(w) for w in range(writers))))
+
+    return loop_thread.run(run())
+
+
+# Set to "0" to run the same test on plain Bounded searches and watch it fail.
+READ_YOUR_WRITES = os.environ.get("MEMSVC_TEST_READ_YOUR_WRITES", "1") == "1"
+RAW_TRIES = int(os.environ.get("MEMSVC_TEST_RAW_TRIES", "25"))
+
+
+def test_read_after_write_across_replicas_on_the_server(loop_thread: LoopThread, milvus_server: MilvusServer) -> None:
+    """Replica A acknowledges a write; replica B's next search for that user sees it (not Strong)."""
+    with fresh_schema() as url:
+        store = PostgresRecordStore(url)
+        loop_thread.run(store.migrate())
+
+        def replica() -> MilvusVectorIndex:
+            return MilvusVectorIndex(
+                connect_milvus(milvus_server.uri),
+                embedding_version="raw@1",
+                dimension=DIM,
+                placement="partition",
+                registry=store,
+                embedded=False,
+                flush_delay_s=0.2,
+                read_your_writes=READ_YOUR_WRITES,
+            )
+
+        a, b = replica(), replica()
+        try:
+            writers = 4
+            misses = _read_after_write_misses(loop_thread, a, b, writers, RAW_TRIES)
+            assert misses == 0, f"{misses} of {writers * RAW_TRIES} searches missed the write just acknowledged"
+        finally:
+            loop_thread.run(a.close())
+            loop_thread.run(b.close())
+            loop_thread.run(store.close())
