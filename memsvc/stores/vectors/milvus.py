@@ -509,8 +509,11 @@ class MilvusVectorIndex:
 
     async def _note_write(self, digest: str, timestamp: int) -> None:
         """Record the namespace's last write timestamp where every replica's searches read it."""
-        if timestamp > 0:
-            await self._registry.note_vector_write(digest, self._prefix, timestamp)
+        if timestamp <= 0:
+            # Milvus 2.3.5 answers a delete with timestamp 0: a hybrid timestamp of the wall
+            # clock now (milliseconds above 18 logical bits) is at or after the delete's own.
+            timestamp = int(time.time() * 1000) << 18
+        await self._registry.note_vector_write(digest, self._prefix, timestamp)
 
     async def _search_consistency(self, digest: str) -> dict[str, Any]:
         """Strong on Milvus Lite; on a server Bounded, or up to the namespace's last write."""
