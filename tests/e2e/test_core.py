@@ -16,6 +16,7 @@ from memsvc.domain.models import Namespace, Permission
 from memsvc.errors import Unavailable
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
+from tests.milvus_server import MilvusServer
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +58,22 @@ def error_of(call: Any) -> tuple[grpc.StatusCode, list[str], str]:
     return error.code(), fields, reason
 
 
-def test_add_then_query_returns_it(server: RunningServer) -> None:
+@pytest.fixture(params=["milvus-lite", "milvus-server"])
+def engine_server_factory(request: pytest.FixtureRequest, server_factory: ServerFactory) -> ServerFactory:
+    """`server_factory` on Milvus Lite in process, or on the session's C++ Milvus server."""
+    if request.param == "milvus-lite":
+        return server_factory
+    milvus: MilvusServer = request.getfixturevalue("milvus_server")
+    return lambda **overrides: server_factory(milvus_uri=milvus.uri, **overrides)
+
+
+@pytest.fixture
+def engine_server(engine_server_factory: ServerFactory) -> RunningServer:
+    return engine_server_factory()
+
+
+def test_add_then_query_returns_it(engine_server: RunningServer) -> None:
+    server = engine_server
     stored = add(server, "alice", "I prefer window seats on long flights", kind=memory_pb2.MEMORY_KIND_PREFERENCE)
     add(server, "alice", "My sister lives in Lisbon and works as an architect", "I am allergic to peanuts")
     response = query(server, "alice", "which seat do I like on a plane?")
@@ -74,8 +90,8 @@ def test_add_then_query_returns_it(server: RunningServer) -> None:
 
 
 @pytest.mark.parametrize("placement", ["partition", "partition_key"])
-def test_users_and_tenants_are_isolated(server_factory: ServerFactory, placement: str) -> None:
-    s = server_factory(vector_placement=placement)
+def test_users_and_tenants_are_isolated(engine_server_factory: ServerFactory, placement: str) -> None:
+    s = engine_server_factory(vector_placement=placement)
     other_tenant = s.create_key(tenant="globex")
     crafted = ['x" || tier != "', 'a\\" or 1==1 or \\"', "alice", 'bob") or ("1"=="1']
     add(s, "alice", "Alice keeps bees in her garden", tags=["bees"], session_id="s1")
@@ -311,7 +327,8 @@ def test_reconciler_indexes_a_write_whose_vector_failed(server: RunningServer, m
     assert [m.memory.id for m in found.memories] == [stored.id]
 
 
-def test_update_delete_and_forget(server: RunningServer) -> None:
+def test_update_delete_and_forget(engine_server: RunningServer) -> None:
+    server = engine_server
     m = add(server, "judy", "Judy drives a red bicycle", tags=["transport"])[0]
     updated = server.writes.UpdateMemory(
         write_service_pb2.UpdateMemoryRequest(
