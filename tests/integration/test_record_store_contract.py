@@ -265,18 +265,24 @@ def test_forget_removes_rows_keys_and_leaves_a_namespace_tombstone(s: Store) -> 
     s(s.store.put_data_key_if_absent(ALICE, WrappedDataKey(ALICE.digest, 1, 1, b"k")))
     s(s.store.put_data_key_if_absent(BOB, WrappedDataKey(BOB.digest, 1, 1, b"b")))
     s(s.store.record_recalls([RecallEvent(rows[0].id, ALICE, "req", 0.9, 1, time.time())]))
+    s(s.store.note_vector_write(ALICE.digest, "memsvc", 7 << 18))
+    s(s.store.note_vector_write(BOB.digest, "memsvc", 9 << 18))
     s(s.store.delete_memory(ALICE, rows[1].id))
     assert s(s.store.forget_namespace(ALICE)) == 1
     assert s(s.store.fetch_memories(ALICE, [r.id for r in rows])) == []
     assert s(s.store.get_data_key(ALICE)) is None
+    assert s(s.store.last_vector_write(ALICE.digest, "memsvc")) is None  # erasure leaves no trace
+    assert s(s.store.last_vector_write(BOB.digest, "memsvc")) == 9 << 18
     assert s(s.store.pending_vector_deletes(10)) == []  # the namespace drop covers them
     assert [t.namespace for t in s(s.store.pending_namespace_drops(10))] == [ALICE]
     assert s(s.store.fetch_memories(BOB, [bobs[0].id])) == bobs
     assert s(s.store.fetch_memories(OTHER_TENANT_ALICE, [other[0].id])) == other
     assert s(s.store.get_data_key(BOB)) is not None
     assert s(s.store.forget_namespace(ALICE)) == 0  # forgetting twice is harmless
+    s(s.store.note_vector_write(ALICE.digest, "memsvc", 8 << 18))  # the vector drop's own write
     s(s.store.clear_namespace_tombstone(ALICE))
     assert s(s.store.pending_namespace_drops(10)) == []
+    assert s(s.store.last_vector_write(ALICE.digest, "memsvc")) is None
 
 
 # -- listing ----------------------------------------------------------------------------------

@@ -35,7 +35,12 @@ def item(memory_id: str, seed: int, tier: Tier = Tier.HOT, tags: tuple[str, ...]
     )
 
 
-@pytest.fixture(params=["lite", "server"])
+# The Milvus server runs under `slow` (make test-all) until an unexplained read-after-write miss,
+# seen once in a loaded combined run and not in 1,000 tries alone, is understood.
+ON_SERVER = pytest.mark.slow
+
+
+@pytest.fixture(params=["lite", pytest.param("server", marks=ON_SERVER)])
 def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -137,6 +142,7 @@ READ_YOUR_WRITES = os.environ.get("MEMSVC_TEST_READ_YOUR_WRITES", "1") == "1"
 RAW_TRIES = int(os.environ.get("MEMSVC_TEST_RAW_TRIES", "25"))
 
 
+@ON_SERVER
 def test_read_after_write_across_replicas_on_the_server(loop_thread: LoopThread, milvus_server: MilvusServer) -> None:
     """Replica A acknowledges a write; replica B's next search for that user sees it (not Strong)."""
     with fresh_schema() as url:

@@ -270,6 +270,7 @@ class PostgresRecordStore:
             await conn.execute("DELETE FROM memory_versions WHERE ns = %s", (digest,))
             await conn.execute("DELETE FROM data_keys WHERE ns = %s", (digest,))
             await conn.execute("DELETE FROM vector_tombstones WHERE ns = %s", (digest,))
+            await conn.execute("DELETE FROM vector_write_clock WHERE ns = %s", (digest,))
             await conn.execute(
                 "INSERT INTO namespace_tombstones (ns, tenant, project, environment, user_id, at) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (ns) DO UPDATE SET at = excluded.at",
@@ -343,7 +344,9 @@ class PostgresRecordStore:
 
     async def clear_namespace_tombstone(self, namespace: Namespace) -> None:
         async with self._tx() as conn:
+            # The vectors are erased: the drop's write clock has nothing left to guard.
             await conn.execute("DELETE FROM namespace_tombstones WHERE ns = %s", (namespace.digest,))
+            await conn.execute("DELETE FROM vector_write_clock WHERE ns = %s", (namespace.digest,))
 
     # -- bookkeeping --------------------------------------------------------------------------
 

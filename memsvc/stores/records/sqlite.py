@@ -280,6 +280,7 @@ class SqliteRecordStore:
             conn.execute("DELETE FROM memory_versions WHERE ns = ?", (digest,))
             conn.execute("DELETE FROM data_keys WHERE ns = ?", (digest,))
             conn.execute("DELETE FROM vector_tombstones WHERE ns = ?", (digest,))
+            conn.execute("DELETE FROM vector_write_clock WHERE ns = ?", (digest,))
             conn.execute(
                 "INSERT OR REPLACE INTO namespace_tombstones (ns, tenant, project, environment, user_id, at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -367,9 +368,12 @@ class SqliteRecordStore:
         return await self._run(pending)
 
     async def clear_namespace_tombstone(self, namespace: Namespace) -> None:
-        await self._write(
-            lambda conn: conn.execute("DELETE FROM namespace_tombstones WHERE ns = ?", (namespace.digest,))
-        )
+        def clear(conn: sqlite3.Connection) -> None:
+            # The vectors are erased: the drop's write clock has nothing left to guard.
+            conn.execute("DELETE FROM namespace_tombstones WHERE ns = ?", (namespace.digest,))
+            conn.execute("DELETE FROM vector_write_clock WHERE ns = ?", (namespace.digest,))
+
+        await self._write(clear)
 
     # -- bookkeeping --------------------------------------------------------------------------
 

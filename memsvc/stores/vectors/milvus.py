@@ -636,6 +636,7 @@ class MilvusVectorIndex:
                 result = await self._call(
                     lambda: self._server_connection().delete(location.collection, term, timeout=self.call_timeout_s)
                 )
+                # Erasure ends with clear_namespace_tombstone, which removes this clock row again.
                 await self._note_write(namespace.digest, int(result.timestamp))
             self._schedule_flush(location.collection)
             return
