@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memsvc.config import Settings, load_settings
@@ -139,8 +139,51 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+_TURN_FIELDS = {"role", "content", "name", "create_time", "time"}
+
+
+def read_turns(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """ConversationTurn dicts from JSON Lines: {"role", "content", "name", "time" (RFC 3339)}."""
+    turns: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number}: not JSON ({exc.msg})") from exc
+        if not isinstance(raw, dict) or not isinstance(raw.get("content"), str):
+            raise ValueError(f'line {number}: expected an object with a "content" string')
+        unknown = set(raw) - _TURN_FIELDS
+        if unknown:
+            raise ValueError(f"line {number}: unknown field(s) {', '.join(sorted(unknown))}")
+        turn: dict[str, Any] = {"content": raw["content"], "role": f"ROLE_{str(raw.get('role', 'user')).upper()}"}
+        if raw.get("name"):
+            turn["name"] = raw["name"]
+        if raw.get("time") or raw.get("create_time"):
+            turn["create_time"] = raw.get("time") or raw.get("create_time")
+        turns.append(turn)
+    return turns
+
+
+def cmd_add_conversation(args: argparse.Namespace) -> int:
+    try:
+        if args.file == "-":
+            turns = read_turns(sys.stdin)
+        else:
+            with open(args.file, encoding="utf-8") as lines:
+                turns = read_turns(lines)
+    except (OSError, ValueError) as exc:
+        print(f"{args.file}: {exc}", file=sys.stderr)
+        return 2
+    _print(_client(args).add_conversation(args.user, args.session, turns, args.first_turn_index))
+    return 0
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"limit": args.limit, "mode": f"QUERY_MODE_{args.mode.upper()}"}
+    if args.include_sources:
+        fields["include_sources"] = True
     if args.min_importance is not None:
         fields["filter"] = {"min_importance": args.min_importance}
     _print(_client(args).query(args.user, " ".join(args.text), **fields))
@@ -287,11 +330,24 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--importance", type=float)
     add.set_defaults(func=cmd_add)
 
+    conversation = client_command(
+        "add-conversation", "add a session's turns from a JSON Lines file: evidence, extracted memories, summary"
+    )
+    conversation.add_argument(
+        "file", help='JSON Lines, one turn per line: {"role", "content", "name", "time"}; - for stdin'
+    )
+    conversation.add_argument("--session", required=True, help="the conversation session id")
+    conversation.add_argument(
+        "--first-turn-index", type=int, default=0, help="the index in the session of the file's first turn"
+    )
+    conversation.set_defaults(func=cmd_add_conversation)
+
     query = client_command("query", "query memories")
     query.add_argument("text", nargs="+")
     query.add_argument("--limit", type=int, default=10)
     query.add_argument("--mode", default="direct", choices=[mode.value for mode in QueryMode])
     query.add_argument("--min-importance", type=float)
+    query.add_argument("--include-sources", action="store_true", help="return what derived memories came from")
     query.set_defaults(func=cmd_query)
 
     get = client_command("get", "get one memory")

@@ -178,6 +178,10 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("")
     llm_timeout_s: float = 5.0
     llm_temperature: float = 0.3
+    # Conversation extraction: turns per LLM call, and the time one call may take (it reads a
+    # whole batch, so it gets longer than a query-time decision).
+    extraction_batch_turns: int = Field(default=40, ge=1, le=256)
+    extraction_timeout_s: float = Field(default=30.0, gt=0)
 
     # Retrieval strategies (seeds 000-003)
     multi_query_questions: int = 2

@@ -46,8 +46,11 @@ from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.pipeline.query.usage import UsageNorms
 from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.validation import Limits
+from memsvc.pipeline.write.conversation import ConversationPath
+from memsvc.pipeline.write.extraction_llm import build_extractor
 from memsvc.pipeline.write.path import WritePath
 from memsvc.pipeline.write.review import ContradictionDetector, RuleDetector, WriteReview
+from memsvc.pipeline.write.summary import ExtractiveSummarizer
 from memsvc.retrieval.router import Retrieval
 from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
@@ -165,6 +168,7 @@ class Components:
     keys: ApiKeys
     pipeline: QueryPipeline
     writes: WritePath
+    conversations: ConversationPath
     reads: MemoryReads
     history: HistoryService
     maintenance: Maintenance
@@ -300,7 +304,15 @@ async def build_components(
             candidates=settings.contradiction_candidates,
         ),
     )
-    reconciler = Reconciler(store, index, embedder, codec, indexer, settings.reconcile_min_age_s)
+    conversations = ConversationPath(
+        writes=writes,
+        store=store,
+        codec=codec,
+        extractor=build_extractor(settings),
+        summarizer=ExtractiveSummarizer(),
+        limits=limits,
+    )
+    reconciler = Reconciler(store, index, embedder, codec, indexer, settings.reconcile_min_age_s, conversations)
     return Components(
         settings=settings,
         store=store,
@@ -313,6 +325,7 @@ async def build_components(
         keys=ApiKeys(store, secrets.pepper, settings.auth_cache_ttl_s),
         pipeline=pipeline,
         writes=writes,
+        conversations=conversations,
         reads=MemoryReads(
             store=store,
             codec=codec,
@@ -385,7 +398,7 @@ class Service:
                 c.redis,
                 c.settings.redis_key_prefix,
             ),
-            writes=WriteServicer(c.writes, c.reads, c.history),
+            writes=WriteServicer(c.writes, c.conversations, c.reads, c.history),
             queries=QueryServicer(c.retrieval),
             record_store=c.store,
             vector_index=c.index,

@@ -52,6 +52,15 @@ class MemoryClient:
         request = write_service_pb2.AddMemoriesRequest(user_id=user_id, memories=items)
         return as_dict(self._call(self.writes.AddMemories, request))
 
+    def add_conversation(
+        self, user_id: str, session_id: str, turns: Sequence[dict[str, Any]], first_turn_index: int = 0
+    ) -> dict[str, Any]:
+        request = json_format.ParseDict(
+            {"user_id": user_id, "session_id": session_id, "turns": list(turns), "first_turn_index": first_turn_index},
+            write_service_pb2.AddConversationRequest(),
+        )
+        return as_dict(self._call(self.writes.AddConversation, request))
+
     def query(self, user_id: str, query: str, **fields: Any) -> dict[str, Any]:
         request = json_format.ParseDict(
             {"user_id": user_id, "query": query, **fields}, query_service_pb2.QueryRequest()

@@ -20,6 +20,7 @@ from memsvc.domain.models import (
     RetentionStatus,
     Role,
     ScoreBreakdown,
+    SpokenTurn,
     Tier,
 )
 from memsvc.errors import InvalidArgument
@@ -124,6 +125,15 @@ def new_memory(msg: write_service_pb2.NewMemory, field: str) -> NewMemory:
     )
 
 
+def spoken_turn(msg: query_service_pb2.ConversationTurn, field: str) -> SpokenTurn:
+    return SpokenTurn(
+        role=_required(enum_value(ROLES, msg.role, f"{field}.role", Role.USER)),
+        content=msg.content,
+        created_at=ts_to_s(msg.create_time) if msg.HasField("create_time") else None,
+        speaker_name=msg.name,
+    )
+
+
 UPDATE_FIELDS = ("content", "tags", "tier", "importance", "metadata", "expire_time")
 
 
@@ -172,6 +182,7 @@ def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
             for i, t in enumerate(request.recent_turns)
         ),
         context_window=request.context_window,
+        include_sources=request.include_sources,
         token_budget=request.token_budget,
         skip_cache=request.skip_cache,
     )
@@ -200,6 +211,9 @@ def memory_message(m: Memory) -> memory_pb2.Memory:
         confirmation_count=m.confirmation_count,
         score_reasons=dict(m.score_reasons),
         vitality=m.vitality,
+        source_memory_ids=list(m.source_ids),
+        speaker_name=m.speaker_name,
+        stale=m.stale,
     )
     if m.metadata:
         msg.metadata.CopyFrom(dict_to_struct(m.metadata))
@@ -270,6 +284,8 @@ def imported_memory(msg: memory_pb2.Memory, namespace: Namespace, field: str) ->
         confirmation_count=msg.confirmation_count,
         score_reasons=dict(msg.score_reasons),
         vitality=msg.vitality,
+        source_ids=tuple(msg.source_memory_ids),
+        speaker_name=msg.speaker_name,
     )
 
 
@@ -315,6 +331,7 @@ def ranked_message(r: RankedMemory) -> query_service_pb2.RankedMemory:
         score_breakdown=breakdown_message(r.breakdown),
         matched_queries=list(r.matched_queries),
         context_neighbor=r.context_neighbor,
+        sources=[memory_message(m) for m in r.sources],
     )
 
 

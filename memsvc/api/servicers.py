@@ -10,7 +10,9 @@ from memsvc.api.interceptor import current_deadline, current_principal
 from memsvc.domain.models import Namespace
 from memsvc.pipeline.history import HistoryService, MemoryRecord
 from memsvc.pipeline.reads import MemoryReads
-from memsvc.pipeline.write.path import WriteOutcome, WritePath
+from memsvc.pipeline.write.conversation import ConversationPath
+from memsvc.pipeline.write.extraction import ExtractorKind
+from memsvc.pipeline.write.path import AddResult, WriteOutcome, WritePath
 from memsvc.retrieval.router import Retrieval
 from memsvc.v1 import (
     memory_pb2,
@@ -31,9 +33,26 @@ _OUTCOMES = {
 }
 
 
+def add_result_message(r: AddResult) -> write_service_pb2.AddMemoryResult:
+    return write_service_pb2.AddMemoryResult(
+        outcome=_OUTCOMES[r.outcome], reason=r.reason, superseded_ids=list(r.superseded_ids)
+    )
+
+
+_EXTRACTORS = {
+    ExtractorKind.LLM: write_service_pb2.EXTRACTOR_LLM,
+    ExtractorKind.RULES: write_service_pb2.EXTRACTOR_RULES,
+    ExtractorKind.RULES_AFTER_LLM_FAILURE: write_service_pb2.EXTRACTOR_RULES_AFTER_LLM_FAILURE,
+    ExtractorKind.NONE: write_service_pb2.EXTRACTOR_NONE,
+}
+
+
 class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
-    def __init__(self, writes: WritePath, reads: MemoryReads, history: HistoryService) -> None:
+    def __init__(
+        self, writes: WritePath, conversations: ConversationPath, reads: MemoryReads, history: HistoryService
+    ) -> None:
         self._writes = writes
+        self._conversations = conversations
         self._reads = reads
         self._history = history
 
@@ -45,13 +64,34 @@ class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
         return write_service_pb2.AddMemoriesResponse(
             memories=[convert.memory_message(r.memory) for r in stored],
             created=[r.created for r in stored],
-            results=[
-                write_service_pb2.AddMemoryResult(
-                    outcome=_OUTCOMES[r.outcome], reason=r.reason, superseded_ids=list(r.superseded_ids)
-                )
-                for r in stored
-            ],
+            results=[add_result_message(r) for r in stored],
         )
+
+    async def AddConversation(  # noqa: N802
+        self, request: write_service_pb2.AddConversationRequest, context: Context
+    ) -> write_service_pb2.AddConversationResponse:
+        turns = [convert.spoken_turn(t, f"turns[{i}]") for i, t in enumerate(request.turns)]
+        result = await self._conversations.add(
+            current_principal(),
+            request.user_id,
+            request.session_id,
+            turns,
+            request.first_turn_index,
+            current_deadline(),
+        )
+        derived = result.derived
+        response = write_service_pb2.AddConversationResponse(
+            turns=[convert.memory_message(r.memory) for r in result.turns],
+            turn_results=[add_result_message(r) for r in result.turns],
+            extracted=[convert.memory_message(r.memory) for r in derived.extracted],
+            extracted_results=[add_result_message(r) for r in derived.extracted],
+            extractor=_EXTRACTORS[derived.extraction.extractor],
+            extractor_reason=derived.extraction.reason,
+            llm_tokens=derived.extraction.llm_tokens,
+        )
+        if derived.summary is not None:
+            response.summary.CopyFrom(convert.memory_message(derived.summary))
+        return response
 
     async def Feedback(  # noqa: N802
         self, request: write_service_pb2.FeedbackRequest, context: Context

@@ -40,7 +40,13 @@ class Turn:
     dia_id: str
     session: int
     created_at: datetime
-    content: str
+    speaker: str
+    text: str  # what was said, with the image caption if any
+
+    @property
+    def content(self) -> str:
+        """The turn as one memory of the per-turn protocol: "<speaker>: <text>"."""
+        return f"{self.speaker}: {self.text}"
 
 
 @dataclass(frozen=True)
@@ -61,12 +67,12 @@ class Conversation:
     evidence_removed: int = 0
 
 
-def turn_content(turn: Mapping[str, Any]) -> str:
-    content = f"{turn['speaker']}: {turn.get('text', '')}"
+def turn_text(turn: Mapping[str, Any]) -> str:
+    text = str(turn.get("text", ""))
     caption = turn.get("blip_caption")
     if caption:
-        content += f" [image: {caption}]"
-    return content
+        text += f" [image: {caption}]"
+    return text
 
 
 def clean_evidence(raw: Sequence[str], known: set[str]) -> tuple[tuple[str, ...], int, int]:
@@ -99,7 +105,7 @@ def load_conversation(path: Path) -> Conversation:
     sessions = sorted(int(m.group(1)) for key in data if (m := _SESSION_KEY.match(key)))
     for n in sessions:
         when = datetime.strptime(data[f"session_{n}_date_time"], _DATE_FORMAT).replace(tzinfo=UTC)
-        turns.extend(Turn(t["dia_id"], n, when, turn_content(t)) for t in data[f"session_{n}"])
+        turns.extend(Turn(t["dia_id"], n, when, t["speaker"], turn_text(t)) for t in data[f"session_{n}"])
     conversation = Conversation(path.stem, turns, [])
     known = {t.dia_id for t in turns}
     for qa in data.get("qa", []):
@@ -199,6 +205,41 @@ def write_conversation(client: Any, user: str, conversation: Conversation, batch
     return by_id
 
 
+def ingest_conversation(client: Any, user: str, conversation: Conversation) -> dict[str, list[str]]:
+    """Write each session through AddConversation; return memory id -> the turn ids it stands for.
+
+    A turn stands for itself; an extracted memory or a summary for its source turns.
+    """
+    by_id: dict[str, list[str]] = {}
+    sessions: dict[int, list[Turn]] = {}
+    for t in conversation.turns:
+        sessions.setdefault(t.session, []).append(t)
+    for n, turns in sorted(sessions.items()):
+        response = client.add_conversation(
+            user,
+            f"session-{n}",
+            [
+                {
+                    "role": "ROLE_USER",
+                    "content": t.text,
+                    "name": t.speaker,
+                    "create_time": t.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                for t in turns
+            ],
+        )
+        dia_of_turn = {}
+        for turn, stored in zip(turns, response.get("turns", []), strict=True):
+            dia_of_turn[stored["id"]] = turn.dia_id
+            by_id.setdefault(stored["id"], []).append(turn.dia_id)
+        derived = [*response.get("extracted", []), *([response["summary"]] if "summary" in response else [])]
+        for memory in derived:
+            sources = [dia_of_turn[s] for s in memory.get("source_memory_ids", []) if s in dia_of_turn]
+            known = by_id.setdefault(memory["id"], [])
+            known += [d for d in sources if d not in known]
+    return by_id
+
+
 def evaluate(
     conversations: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
     modes: Sequence[str],
@@ -266,7 +307,7 @@ def query_with(client: Any) -> QueryFn:
 
 
 def load_store(
-    store: Path, conversations: Sequence[Conversation]
+    store: Path, conversations: Sequence[Conversation], ingest: str = "conversation"
 ) -> list[tuple[Conversation, str, dict[str, list[str]]]]:
     """Write every conversation into a server on `store`, wait for the index, stop the server."""
     from memsvc.api.client import MemoryClient
@@ -278,7 +319,8 @@ def load_store(
         loaded = []
         for conversation in conversations:
             user = f"locomo-{conversation.name}"
-            loaded.append((conversation, user, write_conversation(client, user, conversation)))
+            write = ingest_conversation if ingest == "conversation" else write_conversation
+            loaded.append((conversation, user, write(client, user, conversation)))
         bench.settle()
         print(f"wrote {sum(len(c.turns) for c in conversations)} memories in {time.perf_counter() - started:.1f} s")
     finally:
@@ -323,6 +365,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes", default="direct", help=f"comma list of query modes ({', '.join(QUERY_MODES)}); default direct"
     )
+    parser.add_argument(
+        "--ingest",
+        choices=("conversation", "turns"),
+        default="conversation",
+        help="conversation: each session through AddConversation (turns, extracted memories, summaries; "
+        "a derived memory counts as its source turns); turns: one AddMemories memory per turn",
+    )
     parser.add_argument("--json", type=Path, help="write the numbers to this file")
     parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
     parser.add_argument(
@@ -354,7 +403,7 @@ def run(args: argparse.Namespace) -> int:
     owns_store = args.data_dir is None
     store = args.data_dir or Path(tempfile.mkdtemp(prefix="memsvc-locomo-"))
     try:
-        loaded = load_store(store, conversations)
+        loaded = load_store(store, conversations, args.ingest)
         results, skipped = evaluate_each_on_a_copy(store, loaded, modes)
     finally:
         if owns_store:

@@ -131,6 +131,23 @@ class Memory:
     # Why each server-owned score has its value, by signal name (importance, quality, ...).
     score_reasons: Mapping[str, str] = field(default_factory=dict)
     vitality: float = 1.0
+    # The memories this one was derived from (a conversation's turns), oldest first.
+    source_ids: tuple[str, ...] = ()
+    # The speaker of a conversation turn, when the caller named one (sealed with the content).
+    speaker_name: str = ""
+    # What the lexical index holds for this memory when it is not the bare content: a turn with
+    # the turn it answers and its date (sealed with the content; never returned to callers).
+    index_text: str = ""
+    # A session summary that may state what is no longer true (see StoredMemory.stale).
+    stale: bool = False
+
+    @property
+    def lexical_text(self) -> str:
+        return self.index_text or self.content
+
+    @property
+    def embedding_text(self) -> str:
+        return embedding_text(self.content, self.speaker_name)
 
 
 @dataclass(frozen=True)
@@ -163,22 +180,37 @@ class StoredMemory:
     confirmation_count: int = 1
     score_reasons: Mapping[str, str] = field(default_factory=dict)
     vitality: float = 1.0
+    source_ids: tuple[str, ...] = ()
+    # A conversation turn whose extracted memories and session summary are not written yet; the
+    # reconciler finishes them after a crash.
+    extraction_pending: bool = False
+    # A session summary quoting turns whose extracted memories were since superseded or deleted.
+    stale: bool = False
 
 
 @dataclass(frozen=True)
 class SealedContent:
-    """What the cipher seals together: the memory's text and metadata."""
+    """What the cipher seals together: the memory's text, metadata, speaker and index text."""
 
     content: str
     metadata: Mapping[str, Any]
+    speaker_name: str = ""
+    index_text: str = ""
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"c": self.content, "m": self.metadata}, separators=(",", ":"), ensure_ascii=False).encode()
+        obj: dict[str, Any] = {"c": self.content, "m": self.metadata}
+        if self.speaker_name:
+            obj["n"] = self.speaker_name
+        if self.index_text:
+            obj["x"] = self.index_text
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SealedContent:
         obj = json.loads(data)
-        return cls(content=obj["c"], metadata=obj.get("m") or {})
+        return cls(
+            content=obj["c"], metadata=obj.get("m") or {}, speaker_name=obj.get("n", ""), index_text=obj.get("x", "")
+        )
 
 
 def metadata_matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -258,6 +290,30 @@ class NewMemory:
     created_at: float | None = None
     idempotency_key: str = ""
     expires_at: float | None = None
+    # Set by the server's conversation path, never by a caller's NewMemory.
+    source_ids: tuple[str, ...] = ()
+    speaker_name: str = ""
+    index_text: str = ""
+    extraction_pending: bool = False
+
+    @property
+    def embedding_text(self) -> str:
+        return embedding_text(self.content, self.speaker_name)
+
+
+def embedding_text(content: str, speaker_name: str) -> str:
+    """What a memory's vector is made from: a named speaker's turn keeps who said it."""
+    return f"{speaker_name}: {content}" if speaker_name else content
+
+
+@dataclass(frozen=True)
+class SpokenTurn:
+    """One turn of a conversation handed to AddConversation."""
+
+    role: Role
+    content: str
+    created_at: float | None = None
+    speaker_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -271,6 +327,8 @@ class MemoryChanges:
     metadata: Mapping[str, Any] | None = None
     # A new expiry time; 0 removes the expiry.
     expires_at: float | None = None
+    # Set by the conversation path when it revises a session summary, never by a caller.
+    source_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -297,6 +355,8 @@ class RankedMemory:
     breakdown: ScoreBreakdown
     matched_queries: tuple[str, ...] = ()
     context_neighbor: bool = False
+    # What the memory was derived from, when the query asked for sources.
+    sources: tuple[Memory, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +26,14 @@ _MIN_CALL_S = 0.05
 
 
 @dataclass(frozen=True)
+class JsonSchema:
+    """A structured-output schema: the endpoint is asked for it, the reply's shape is checked anyway."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ChatReply:
     text: str
     input_tokens: int
@@ -41,7 +49,11 @@ class ChatFailed(Exception):
 
 
 class ChatModel(Protocol):
-    async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> ChatReply: ...
+    async def complete(
+        self, system: str, user: str, *, max_tokens: int, timeout_s: float, schema: JsonSchema | None = None
+    ) -> ChatReply:
+        """`schema`, when given, is asked of the endpoint as a structured-output JSON schema."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -55,7 +67,15 @@ class OpenAIChatModel:
         self._model = model
         self._temperature = temperature
 
-    async def complete(self, system: str, user: str, *, max_tokens: int, timeout_s: float) -> ChatReply:
+    async def complete(
+        self, system: str, user: str, *, max_tokens: int, timeout_s: float, schema: JsonSchema | None = None
+    ) -> ChatReply:
+        extra: dict[str, Any] = {}
+        if schema is not None:
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": dict(schema.schema), "strict": True},
+            }
         try:
             reply = await asyncio.wait_for(
                 self._client.chat.completions.create(
@@ -64,6 +84,7 @@ class OpenAIChatModel:
                     temperature=self._temperature,
                     max_tokens=max_tokens,
                     timeout=timeout_s,
+                    **extra,
                 ),
                 timeout=timeout_s,
             )
@@ -110,6 +131,7 @@ class Llm:
         *,
         max_tokens: int = 256,
         fallback: str = "offline heuristics",
+        schema: JsonSchema | None = None,
         **values: str,
     ) -> T | None:
         """Render `prompt`, call the model, parse JSON and check its shape; None means use heuristics."""
@@ -123,7 +145,7 @@ class Llm:
         started = time.perf_counter()
         usage.calls += 1
         try:
-            reply = await self._model.complete(system, user, max_tokens=max_tokens, timeout_s=budget)
+            reply = await self._model.complete(system, user, max_tokens=max_tokens, timeout_s=budget, schema=schema)
         except ChatTimeout:
             usage.notes.append(f"llm {prompt}: timeout after {budget * 1000:.0f} ms, used {fallback}")
             return None

@@ -201,3 +201,54 @@ def parse_time_window(text: str, now: float) -> TimeWindow | None:
             return _window(today - _DAY, today, m.group(0))
         return _window(now_dt - timedelta(days=30), now_dt + _DAY, m.group(0))
     return None
+
+
+_NEXT = re.compile(r"\b(?P<w>tomorrow|next\s+(?:week|weekend|month|year))\b", re.I)
+_VAGUE = frozenset({"recently", "lately"})
+
+
+def _in_words(start: datetime, end: datetime) -> str:
+    days = round((end - start) / _DAY)
+    if days <= 1:
+        return f"{start.day} {start:%B} {start.year}"
+    if start.day == 1 and 28 <= days <= 31:
+        return f"{start:%B} {start.year}"
+    if start.month == 1 and start.day == 1 and days >= 365:
+        return str(start.year)
+    last = end - _DAY
+    return f"{start.day} {start:%B} {start.year} to {last.day} {last:%B} {last.year}"
+
+
+def resolve_date_phrase(text: str, said_at: float) -> tuple[str, str] | None:
+    """The first relative date phrase of a text said at `said_at`, and the dates it means in words.
+
+    "yesterday" said on 8 May 2023 -> ("yesterday", "7 May 2023"); "next month" -> ("next
+    month", "June 2023"). Explicit dates and vague words ("recently") give None: nothing to add.
+    """
+    today = datetime.fromtimestamp(said_at, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    m = _NEXT.search(text)
+    if m:
+        w = " ".join(m.group("w").lower().split())
+        if w == "tomorrow":
+            start, end = today + _DAY, today + 2 * _DAY
+        elif w == "next week":
+            start = today - timedelta(days=today.weekday()) + 7 * _DAY
+            end = start + 7 * _DAY
+        elif w == "next weekend":
+            start = today + timedelta(days=(5 - today.weekday()) % 7 or 7)
+            end = start + 2 * _DAY
+        elif w == "next month":
+            year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+            start = datetime(year, month, 1, tzinfo=UTC)
+            end = start + timedelta(days=calendar.monthrange(year, month)[1])
+        else:
+            start = datetime(today.year + 1, 1, 1, tzinfo=UTC)
+            end = datetime(today.year + 2, 1, 1, tzinfo=UTC)
+        return m.group(0), _in_words(start, end)
+    window = parse_time_window(text, said_at)
+    if window is None or window.phrase.lower() in _VAGUE or _explicit(window.phrase) is not None:
+        return None
+    if _AGO.fullmatch(window.phrase):  # "two weeks ago" is a point with slack around it
+        centre = datetime.fromtimestamp((window.start + window.end) / 2, UTC)
+        return window.phrase, f"about {centre.day} {centre:%B} {centre.year}"
+    return window.phrase, _in_words(datetime.fromtimestamp(window.start, UTC), datetime.fromtimestamp(window.end, UTC))

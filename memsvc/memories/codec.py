@@ -59,12 +59,18 @@ def memory_of(stored: StoredMemory, sealed: SealedContent | None = None) -> Memo
         confirmation_count=stored.confirmation_count,
         score_reasons=dict(stored.score_reasons),
         vitality=stored.vitality,
+        source_ids=stored.source_ids,
+        stale=stored.stale,
+        speaker_name=sealed.speaker_name if sealed is not None else "",
+        index_text=sealed.index_text if sealed is not None else "",
     )
 
 
-def with_plaintext(stored: StoredMemory, content: str, metadata: Mapping[str, Any]) -> Memory:
+def with_plaintext(
+    stored: StoredMemory, content: str, metadata: Mapping[str, Any], speaker_name: str = "", index_text: str = ""
+) -> Memory:
     """The domain memory of a row whose plaintext the caller holds (it just sealed it)."""
-    return memory_of(stored, SealedContent(content, dict(metadata)))
+    return memory_of(stored, SealedContent(content, dict(metadata), speaker_name, index_text))
 
 
 class MemoryCodec:
@@ -73,9 +79,18 @@ class MemoryCodec:
     def __init__(self, cipher: EnvelopeCipher) -> None:
         self._cipher = cipher
 
-    async def seal(self, namespace: Namespace, memory_id: str, content: str, metadata: Mapping[str, Any]) -> bytes:
-        """The ciphertext column of a row holding `content` and `metadata`."""
-        return await self._cipher.seal(namespace, memory_id, SealedContent(content, dict(metadata)).to_bytes())
+    async def seal(
+        self,
+        namespace: Namespace,
+        memory_id: str,
+        content: str,
+        metadata: Mapping[str, Any],
+        speaker_name: str = "",
+        index_text: str = "",
+    ) -> bytes:
+        """The ciphertext column of a row holding `content`, `metadata`, a speaker and index text."""
+        sealed = SealedContent(content, dict(metadata), speaker_name, index_text)
+        return await self._cipher.seal(namespace, memory_id, sealed.to_bytes())
 
     async def open(self, stored: StoredMemory) -> Memory:
         """Decrypt a stored row into a domain memory."""

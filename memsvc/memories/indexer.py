@@ -92,7 +92,8 @@ class Indexer:
         """Rewrite the index entries of rows whose indexed attributes changed (status, tier).
 
         The content did not change, so the stored vector is reused; only a row the index has no
-        vector for (never indexed, or the index unreachable) is embedded again from its content.
+        vector for (never indexed, or the index unreachable) is embedded again from the text
+        given with it (the memory's `embedding_text`).
         """
         if not rows:
             return

@@ -50,12 +50,14 @@ class QueryInput:
     context_window: int = 0
     token_budget: int = 0
     skip_cache: bool = False
+    include_sources: bool = False
 
 
 # QueryInput fields that never change what a query returns: the user is already part of the
-# cache's namespace, and skip_cache only says whether to use the cache. Every other field is in
-# the result cache key, so a field added to QueryInput is in it unless it is listed here.
-NOT_IN_RESULT_KEY = frozenset({"user_id", "skip_cache"})
+# cache's namespace, skip_cache only says whether to use the cache, and sources are attached
+# after the cached ranking. Every other field is in the result cache key, so a field added to
+# QueryInput is in it unless it is listed here.
+NOT_IN_RESULT_KEY = frozenset({"user_id", "skip_cache", "include_sources"})
 
 
 def result_key(request: QueryInput, limit: int) -> str:

@@ -29,6 +29,8 @@ from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.validation import (
     IDEMPOTENCY_PATTERN,
+    MAX_NAME_CHARS,
+    MAX_SOURCE_IDS,
     MEMORY_ID_PATTERN,
     Limits,
     Violations,
@@ -242,7 +244,7 @@ class HistoryService:
         created = [(row, record) for (row, was_created), (record, _) in zip(stored, todo, strict=True) if was_created]
         if created:
             vectors = await deadline.run(
-                self._embedder.embed([record.memory.content for _, record in created]), "the embedder"
+                self._embedder.embed([record.memory.embedding_text for _, record in created]), "the embedder"
             )
             await self._changes.changed(namespace)
             await self._indexer.index_or_defer(
@@ -273,6 +275,13 @@ class HistoryService:
                 v.add(f"{prefix}.id", "must be a memory id exported by memsvc (32 lower-case hex digits)")
             if m.superseded_by and not MEMORY_ID_PATTERN.fullmatch(m.superseded_by):
                 v.add(f"{prefix}.superseded_by", "must be a memory id")
+            if len(m.source_ids) > MAX_SOURCE_IDS:
+                v.add(f"{prefix}.source_memory_ids", f"at most {MAX_SOURCE_IDS} ids")
+            for k, source in enumerate(m.source_ids[:MAX_SOURCE_IDS]):
+                if not MEMORY_ID_PATTERN.fullmatch(source):
+                    v.add(f"{prefix}.source_memory_ids[{k}]", "must be a memory id")
+            if len(m.speaker_name) > MAX_NAME_CHARS:
+                v.add(f"{prefix}.speaker_name", f"must be at most {MAX_NAME_CHARS} characters")
         v.raise_if_any()
 
     @staticmethod
@@ -298,7 +307,7 @@ class HistoryService:
         row = StoredMemory(
             id=memory_id,
             namespace=namespace,
-            ciphertext=await self._codec.seal(namespace, memory_id, m.content, m.metadata),
+            ciphertext=await self._codec.seal(namespace, memory_id, m.content, m.metadata, m.speaker_name),
             role=m.role,
             kind=m.kind,
             tags=m.tags,
@@ -316,6 +325,7 @@ class HistoryService:
             retention_status=m.retention_status,
             embedding_version=self._indexer.embedding_version,
             superseded_by=new_ids.get(m.superseded_by, m.superseded_by),
+            source_ids=tuple(new_ids.get(s, s) for s in m.source_ids),
             idempotency_key=import_key(source_id),
             indexed=False,
             expires_at=m.expires_at,

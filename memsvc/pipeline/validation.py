@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsvc.config import Settings
-from memsvc.domain.models import MemoryChanges, MemoryFilter, NewMemory
+from memsvc.domain.models import MemoryChanges, MemoryFilter, NewMemory, SpokenTurn
 from memsvc.errors import FieldViolation, InvalidArgument
+from memsvc.pipeline.write.keys import SERVER_KEY_PREFIX
 
 TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9_.:/-]{1,128}")
 MEMORY_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 IDEMPOTENCY_PATTERN = re.compile(r"[\x21-\x7e]{1,128}")
+MAX_SOURCE_IDS = 64
+MAX_NAME_CHARS = 128
+MAX_TURN_INDEX = 1_000_000
 _CLOCK_SKEW_S = 300.0
 
 
@@ -104,7 +108,10 @@ def check_metadata(v: Violations, metadata: Mapping[str, Any], field: str, limit
         v.add(field, f"must serialise to at most {limits.max_metadata_bytes} bytes")
 
 
-def validate_new_memories(user_id: str, items: list[NewMemory], limits: Limits, now: float | None = None) -> None:
+def validate_new_memories(
+    user_id: str, items: list[NewMemory], limits: Limits, now: float | None = None, server_keys: bool = False
+) -> None:
+    """`server_keys` admits the idempotency keys the server gives the memories it derives."""
     v = Violations()
     check_user_id(v, user_id)
     if not items:
@@ -127,9 +134,45 @@ def validate_new_memories(user_id: str, items: list[NewMemory], limits: Limits, 
         if item.idempotency_key:
             if not IDEMPOTENCY_PATTERN.fullmatch(item.idempotency_key):
                 v.add(f"{prefix}.idempotency_key", "must be 1 to 128 printable ASCII characters")
+            elif item.idempotency_key.startswith(SERVER_KEY_PREFIX) and not server_keys:
+                v.add(f"{prefix}.idempotency_key", f"must not start with {SERVER_KEY_PREFIX!r} (kept for the server)")
             elif item.idempotency_key in seen_keys:
                 v.add(f"{prefix}.idempotency_key", f"repeats memories[{seen_keys[item.idempotency_key]}]")
             seen_keys.setdefault(item.idempotency_key, i)
+    v.raise_if_any()
+
+
+def validate_conversation(
+    user_id: str, session_id: str, turns: list[SpokenTurn], first_turn_index: int, limits: Limits, now: float
+) -> None:
+    v = Violations()
+    check_user_id(v, user_id)
+    if not session_id:
+        v.add("session_id", "must not be empty")
+    else:
+        check_session(v, session_id, "session_id")
+    if not 0 <= first_turn_index <= MAX_TURN_INDEX:
+        v.add("first_turn_index", f"must be within 0..{MAX_TURN_INDEX}")
+    if not turns:
+        v.add("turns", "must contain at least one turn")
+    elif len(turns) > limits.max_batch_items:
+        v.add("turns", f"at most {limits.max_batch_items} turns per call")
+    previous: float | None = None
+    for i, turn in enumerate(turns[: limits.max_batch_items]):
+        prefix = f"turns[{i}]"
+        check_content(v, turn.content, f"{prefix}.content", limits)
+        if len(turn.speaker_name) > MAX_NAME_CHARS:
+            v.add(f"{prefix}.name", f"must be at most {MAX_NAME_CHARS} characters")
+        elif turn.speaker_name != turn.speaker_name.strip() or not turn.speaker_name.isprintable():
+            v.add(f"{prefix}.name", "must be printable with no leading or trailing whitespace")
+        at = now if turn.created_at is None else turn.created_at
+        if at > now + _CLOCK_SKEW_S:
+            v.add(f"{prefix}.create_time", "must not lie in the future")
+        elif previous is not None and at < previous:
+            v.add(
+                f"{prefix}.create_time", f"must not be earlier than turns[{i - 1}].create_time (turns go oldest first)"
+            )
+        previous = at
     v.raise_if_any()
 
 

@@ -137,6 +137,29 @@ def _scores_shape(value: Any) -> dict[int, float]:
     return out
 
 
+# A list question's k-th answer from one session weighs SESSION_SPREAD**k: the things it asks
+# for were usually said at different times, and one session's turns all look alike to it.
+SESSION_SPREAD = 0.8
+
+
+def spread_over_sessions(scored: list[tuple[RankedMemory, float, float]]) -> list[tuple[RankedMemory, float, float]]:
+    """Greedy order by score discounted for each memory already taken from the same session."""
+    remaining = list(scored)
+    taken: dict[str, int] = {}
+    out = []
+    while remaining:
+
+        def discounted(s: tuple[RankedMemory, float, float]) -> float:
+            return s[2] * SESSION_SPREAD ** taken.get(s[0].memory.session_id, 0) if s[0].memory.session_id else s[2]
+
+        best = max(remaining, key=discounted)
+        remaining.remove(best)
+        out.append(best)
+        if best[0].memory.session_id:
+            taken[best[0].memory.session_id] = taken.get(best[0].memory.session_id, 0) + 1
+    return out
+
+
 class Applicability:
     name = QueryMode.APPLICABILITY
 
@@ -235,7 +258,8 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "applicability"):
             judged = await self._llm_scores(request, analysis, ranked, report, deadline)
             scored: list[tuple[RankedMemory, float, float]] = []
-            words = [self._terms.of(r.memory.content) for r in ranked]
+            # What the lexical index saw: a turn with its speaker, the turn it answers and its date.
+            words = [self._terms.of(r.memory.lexical_text) for r in ranked]
             weights = pool_term_weights(plan.query, words, self._terms)
             context_keys = [self._terms.one(t) for t in context_terms]
             for i, (r, found) in enumerate(zip(ranked, words, strict=True), start=1):
@@ -244,6 +268,8 @@ class Applicability:
                 final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis)
                 scored.append((replace(r, score=final), app, final))
             scored.sort(key=lambda s: (-s[2], s[0].memory.id))
+            if analysis.needs.list_intent:
+                scored = spread_over_sessions(scored)
         memories = [s[0] for s in scored]
         if not scored:
             return Ranking([], 0, "No memory matched the query and filters.")

@@ -15,21 +15,30 @@ def _line(r: RankedMemory) -> str:
     day = utc_from_s(m.created_at).strftime("%Y-%m-%d")
     kind = "" if m.kind is MemoryKind.FACT else f" {m.kind.value}"
     lead = "  ~" if r.context_neighbor else "-"
-    return f"{lead} [{day} {m.role.value}{kind}] {m.content.strip()}"
+    if m.stale:
+        kind += ", may be outdated"
+    # A conversation turn says who spoke: "Melanie: Luna and Oliver!".
+    return f"{lead} [{day} {m.role.value}{kind}] {m.embedding_text.strip()}"
 
 
 def compose_context(memories: Sequence[RankedMemory], token_budget: int, broad: bool = False) -> tuple[str, int]:
     """The block and how many memories it left out (near-duplicates or over budget).
 
     Near-duplicates (term Jaccard at or above the threshold) are dropped, more eagerly for list
-    questions; lower-scored memories are dropped before a higher-scored one is truncated.
+    questions; lower-scored memories are dropped before a higher-scored one is truncated. A stale
+    summary gives way to its own source turns when they are candidates too (the fresher
+    evidence); kept alone, it says it may be outdated.
     """
+    present = {r.memory.id for r in memories}
     threshold = 0.5 if broad else 0.7
     used = estimate_tokens(HEADER)
     lines: list[str] = []
     kept: list[set[str]] = []
     left_out = 0
     for r in memories:
+        if r.memory.stale and present.intersection(r.memory.source_ids):
+            left_out += 1
+            continue
         terms = stems(r.memory.content)
         if not r.context_neighbor and any(jaccard(terms, k) >= threshold for k in kept):
             left_out += 1

@@ -17,6 +17,7 @@ from memsvc.retrieval.auto import choose_mode
 from memsvc.retrieval.base import Strategy
 from memsvc.retrieval.compose import compose_context
 from memsvc.retrieval.expand import ContextExpander
+from memsvc.retrieval.sources import SourceAttacher
 
 MAX_ADDITIONAL_QUERIES = 3
 MAX_RECENT_TURNS = 20
@@ -53,6 +54,7 @@ class Retrieval:
         pipeline: QueryPipeline,
         strategies: Mapping[QueryMode, Strategy],
         expander: ContextExpander,
+        sources: SourceAttacher,
         llm: Llm,
         *,
         max_query_chars: int,
@@ -62,6 +64,7 @@ class Retrieval:
         self._pipeline = pipeline
         self._strategies = dict(strategies)
         self._expander = expander
+        self._sources = sources
         self._llm = llm
         self._max_query_chars = max_query_chars
         self._default_token_budget = default_token_budget
@@ -102,6 +105,8 @@ class Retrieval:
             )
         if request.context_window > 0:
             outcome = await self._expander.run(outcome, request.context_window, deadline, report)
+        if request.include_sources:
+            outcome = await self._sources.run(outcome, deadline, report)
         if mode is QueryMode.APPLICABILITY:
             budget = request.token_budget or self._default_token_budget
             with stage_span(self._pipeline.tracer, report, "compose"):

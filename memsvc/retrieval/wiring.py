@@ -14,6 +14,7 @@ from memsvc.retrieval.expand import ContextExpander
 from memsvc.retrieval.fusion import Fusion
 from memsvc.retrieval.multi_query import MultiQuery
 from memsvc.retrieval.router import Retrieval
+from memsvc.retrieval.sources import SourceAttacher
 from memsvc.stores.records.base import RecordStore
 
 
@@ -53,6 +54,7 @@ def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: RecordSt
         pipeline,
         strategies,
         ContextExpander(store, codec, pipeline.tracer),
+        SourceAttacher(store, codec, pipeline.tracer),
         llm,
         max_query_chars=settings.max_query_chars,
         default_token_budget=settings.default_token_budget,

@@ -83,7 +83,7 @@ MEMORY_CHANGE_DELETE: MemoryChange
 MEMORY_CHANGE_IMPORT: MemoryChange
 
 class Memory(_message.Message):
-    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by", "expire_time", "confirmation_count", "score_reasons", "vitality")
+    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by", "expire_time", "confirmation_count", "score_reasons", "vitality", "source_memory_ids", "speaker_name", "stale")
     class ScoreReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,9 @@ class Memory(_message.Message):
     CONFIRMATION_COUNT_FIELD_NUMBER: _ClassVar[int]
     SCORE_REASONS_FIELD_NUMBER: _ClassVar[int]
     VITALITY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    SPEAKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     content: str
@@ -139,7 +142,10 @@ class Memory(_message.Message):
     confirmation_count: int
     score_reasons: _containers.ScalarMap[str, str]
     vitality: float
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmation_count: _Optional[int] = ..., score_reasons: _Optional[_Mapping[str, str]] = ..., vitality: _Optional[float] = ...) -> None: ...
+    source_memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    speaker_name: str
+    stale: bool
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmation_count: _Optional[int] = ..., score_reasons: _Optional[_Mapping[str, str]] = ..., vitality: _Optional[float] = ..., source_memory_ids: _Optional[_Iterable[str]] = ..., speaker_name: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...
 
 class MemoryVersion(_message.Message):
     __slots__ = ("id", "memory_id", "version", "create_time", "actor", "change", "changed_fields", "description", "content", "metadata", "tier", "retention_status", "importance")

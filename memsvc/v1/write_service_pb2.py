@@ -26,63 +26,70 @@ from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mas
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from memsvc.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
+from memsvc.v1 import query_service_pb2 as memsvc_dot_v1_dot_query__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/write_service.proto\x12\tmemsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\"\xef\x02\n\tNewMemory\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.memsvc.v1.MemoryKind\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x17\n\nimportance\x18\x06 \x01(\x02H\x00\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x04tier\x18\x08 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12/\n\x0b\x65xpire_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_importance\"c\n\x0f\x41\x64\x64MemoryResult\x12(\n\x07outcome\x18\x01 \x01(\x0e\x32\x17.memsvc.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x16\n\x0esuperseded_ids\x18\x03 \x03(\t\"M\n\x12\x41\x64\x64MemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12&\n\x08memories\x18\x02 \x03(\x0b\x32\x14.memsvc.v1.NewMemory\"x\n\x13\x41\x64\x64MemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x03(\x08\x12+\n\x07results\x18\x03 \x03(\x0b\x32\x1a.memsvc.v1.AddMemoryResult\"\xbc\x01\n\x0cMemoryUpdate\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12\x12\n\nimportance\x18\x04 \x01(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8c\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.memsvc.v1.MemoryUpdate\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"9\n\x14UpdateMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"2\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"+\n\x12\x46orgetUserResponse\x12\x15\n\rdeleted_count\x18\x01 \x01(\x03\"/\n\x10GetMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"6\n\x11GetMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"v\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"T\n\x14ListMemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08used_ids\x18\x03 \x03(\t\x12\x12\n\nunused_ids\x18\x04 \x03(\t\"?\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\x16\n\x0erecorded_count\x18\x01 \x01(\x05\x12\x13\n\x0bignored_ids\x18\x02 \x03(\t\"]\n\x17GetMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"_\n\x18GetMemoryHistoryResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.memsvc.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x15\x45xportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x16\x45xportMemoriesResponse\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"R\n\x15ImportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"[\n\x16ImportMemoriesResponse\x12\x16\n\x0eimported_count\x18\x01 \x01(\x05\x12\x15\n\rskipped_count\x18\x02 \x01(\x05\x12\x12\n\nmemory_ids\x18\x03 \x03(\t*\x93\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12#\n\x1fWRITE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12$\n WRITE_OUTCOME_CONFIRMED_EXISTING\x10\x03\x32\xb4\x06\n\x0cWriteService\x12L\n\x0b\x41\x64\x64Memories\x12\x1d.memsvc.v1.AddMemoriesRequest\x1a\x1e.memsvc.v1.AddMemoriesResponse\x12O\n\x0cUpdateMemory\x12\x1e.memsvc.v1.UpdateMemoryRequest\x1a\x1f.memsvc.v1.UpdateMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\x1e.memsvc.v1.DeleteMemoryRequest\x1a\x1f.memsvc.v1.DeleteMemoryResponse\x12I\n\nForgetUser\x12\x1c.memsvc.v1.ForgetUserRequest\x1a\x1d.memsvc.v1.ForgetUserResponse\x12\x46\n\tGetMemory\x12\x1b.memsvc.v1.GetMemoryRequest\x1a\x1c.memsvc.v1.GetMemoryResponse\x12O\n\x0cListMemories\x12\x1e.memsvc.v1.ListMemoriesRequest\x1a\x1f.memsvc.v1.ListMemoriesResponse\x12\x43\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x1a.memsvc.v1.FeedbackRequest\x1a\x1b.memsvc.v1.FeedbackResponse\x12[\n\x10GetMemoryHistory\x12\".memsvc.v1.GetMemoryHistoryRequest\x1a#.memsvc.v1.GetMemoryHistoryResponse\x12W\n\x0e\x45xportMemories\x12 .memsvc.v1.ExportMemoriesRequest\x1a!.memsvc.v1.ExportMemoriesResponse0\x01\x12U\n\x0eImportMemories\x12 .memsvc.v1.ImportMemoriesRequest\x1a!.memsvc.v1.ImportMemoriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/write_service.proto\x12\tmemsvc.v1\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\x1a\x1dmemsvc/v1/query_service.proto\"\xef\x02\n\tNewMemory\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x1d\n\x04role\x18\x02 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.memsvc.v1.MemoryKind\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x17\n\nimportance\x18\x06 \x01(\x02H\x00\x88\x01\x01\x12)\n\x08metadata\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x04tier\x18\x08 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12/\n\x0b\x65xpire_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_importance\"c\n\x0f\x41\x64\x64MemoryResult\x12(\n\x07outcome\x18\x01 \x01(\x0e\x32\x17.memsvc.v1.WriteOutcome\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x16\n\x0esuperseded_ids\x18\x03 \x03(\t\"M\n\x12\x41\x64\x64MemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12&\n\x08memories\x18\x02 \x03(\x0b\x32\x14.memsvc.v1.NewMemory\"x\n\x13\x41\x64\x64MemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x0f\n\x07\x63reated\x18\x02 \x03(\x08\x12+\n\x07results\x18\x03 \x03(\x0b\x32\x1a.memsvc.v1.AddMemoryResult\"\x83\x01\n\x16\x41\x64\x64\x43onversationRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12*\n\x05turns\x18\x03 \x03(\x0b\x32\x1b.memsvc.v1.ConversationTurn\x12\x18\n\x10\x66irst_turn_index\x18\x04 \x01(\x05\"\xc5\x02\n\x17\x41\x64\x64\x43onversationResponse\x12 \n\x05turns\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x30\n\x0cturn_results\x18\x02 \x03(\x0b\x32\x1a.memsvc.v1.AddMemoryResult\x12$\n\textracted\x18\x03 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x35\n\x11\x65xtracted_results\x18\x04 \x03(\x0b\x32\x1a.memsvc.v1.AddMemoryResult\x12\"\n\x07summary\x18\x05 \x01(\x0b\x32\x11.memsvc.v1.Memory\x12\'\n\textractor\x18\x06 \x01(\x0e\x32\x14.memsvc.v1.Extractor\x12\x18\n\x10\x65xtractor_reason\x18\x07 \x01(\t\x12\x12\n\nllm_tokens\x18\x08 \x01(\x03\"\xbc\x01\n\x0cMemoryUpdate\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.memsvc.v1.Tier\x12\x12\n\nimportance\x18\x04 \x01(\x02\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8c\x01\n\x13UpdateMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.memsvc.v1.MemoryUpdate\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"9\n\x14UpdateMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"2\n\x13\x44\x65leteMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteMemoryResponse\"$\n\x11\x46orgetUserRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"+\n\x12\x46orgetUserResponse\x12\x15\n\rdeleted_count\x18\x01 \x01(\x03\"/\n\x10GetMemoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"6\n\x11GetMemoryResponse\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\"v\n\x13ListMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\'\n\x06\x66ilter\x18\x02 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"T\n\x14ListMemoriesResponse\x12#\n\x08memories\x18\x01 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\\\n\x0f\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x10\n\x08used_ids\x18\x03 \x03(\t\x12\x12\n\nunused_ids\x18\x04 \x03(\t\"?\n\x10\x46\x65\x65\x64\x62\x61\x63kResponse\x12\x16\n\x0erecorded_count\x18\x01 \x01(\x05\x12\x13\n\x0bignored_ids\x18\x02 \x03(\t\"]\n\x17GetMemoryHistoryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"_\n\x18GetMemoryHistoryResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.memsvc.v1.MemoryVersion\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x15\x45xportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"B\n\x16\x45xportMemoriesResponse\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"R\n\x15ImportMemoriesRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.memsvc.v1.MemoryRecord\"[\n\x16ImportMemoriesResponse\x12\x16\n\x0eimported_count\x18\x01 \x01(\x05\x12\x15\n\rskipped_count\x18\x02 \x01(\x05\x12\x12\n\nmemory_ids\x18\x03 \x03(\t*\x93\x01\n\x0cWriteOutcome\x12\x1d\n\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15WRITE_OUTCOME_CREATED\x10\x01\x12#\n\x1fWRITE_OUTCOME_IDEMPOTENT_REPLAY\x10\x02\x12$\n WRITE_OUTCOME_CONFIRMED_EXISTING\x10\x03*\x89\x01\n\tExtractor\x12\x19\n\x15\x45XTRACTOR_UNSPECIFIED\x10\x00\x12\x11\n\rEXTRACTOR_LLM\x10\x01\x12\x13\n\x0f\x45XTRACTOR_RULES\x10\x02\x12%\n!EXTRACTOR_RULES_AFTER_LLM_FAILURE\x10\x03\x12\x12\n\x0e\x45XTRACTOR_NONE\x10\x04\x32\x8e\x07\n\x0cWriteService\x12L\n\x0b\x41\x64\x64Memories\x12\x1d.memsvc.v1.AddMemoriesRequest\x1a\x1e.memsvc.v1.AddMemoriesResponse\x12X\n\x0f\x41\x64\x64\x43onversation\x12!.memsvc.v1.AddConversationRequest\x1a\".memsvc.v1.AddConversationResponse\x12O\n\x0cUpdateMemory\x12\x1e.memsvc.v1.UpdateMemoryRequest\x1a\x1f.memsvc.v1.UpdateMemoryResponse\x12O\n\x0c\x44\x65leteMemory\x12\x1e.memsvc.v1.DeleteMemoryRequest\x1a\x1f.memsvc.v1.DeleteMemoryResponse\x12I\n\nForgetUser\x12\x1c.memsvc.v1.ForgetUserRequest\x1a\x1d.memsvc.v1.ForgetUserResponse\x12\x46\n\tGetMemory\x12\x1b.memsvc.v1.GetMemoryRequest\x1a\x1c.memsvc.v1.GetMemoryResponse\x12O\n\x0cListMemories\x12\x1e.memsvc.v1.ListMemoriesRequest\x1a\x1f.memsvc.v1.ListMemoriesResponse\x12\x43\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x1a.memsvc.v1.FeedbackRequest\x1a\x1b.memsvc.v1.FeedbackResponse\x12[\n\x10GetMemoryHistory\x12\".memsvc.v1.GetMemoryHistoryRequest\x1a#.memsvc.v1.GetMemoryHistoryResponse\x12W\n\x0e\x45xportMemories\x12 .memsvc.v1.ExportMemoriesRequest\x1a!.memsvc.v1.ExportMemoriesResponse0\x01\x12U\n\x0eImportMemories\x12 .memsvc.v1.ImportMemoriesRequest\x1a!.memsvc.v1.ImportMemoriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memsvc.v1.write_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITEOUTCOME']._serialized_start=2339
-  _globals['_WRITEOUTCOME']._serialized_end=2486
-  _globals['_NEWMEMORY']._serialized_start=166
-  _globals['_NEWMEMORY']._serialized_end=533
-  _globals['_ADDMEMORYRESULT']._serialized_start=535
-  _globals['_ADDMEMORYRESULT']._serialized_end=634
-  _globals['_ADDMEMORIESREQUEST']._serialized_start=636
-  _globals['_ADDMEMORIESREQUEST']._serialized_end=713
-  _globals['_ADDMEMORIESRESPONSE']._serialized_start=715
-  _globals['_ADDMEMORIESRESPONSE']._serialized_end=835
-  _globals['_MEMORYUPDATE']._serialized_start=838
-  _globals['_MEMORYUPDATE']._serialized_end=1026
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=1029
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1169
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1171
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1228
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=1230
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=1280
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1282
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1304
-  _globals['_FORGETUSERREQUEST']._serialized_start=1306
-  _globals['_FORGETUSERREQUEST']._serialized_end=1342
-  _globals['_FORGETUSERRESPONSE']._serialized_start=1344
-  _globals['_FORGETUSERRESPONSE']._serialized_end=1387
-  _globals['_GETMEMORYREQUEST']._serialized_start=1389
-  _globals['_GETMEMORYREQUEST']._serialized_end=1436
-  _globals['_GETMEMORYRESPONSE']._serialized_start=1438
-  _globals['_GETMEMORYRESPONSE']._serialized_end=1492
-  _globals['_LISTMEMORIESREQUEST']._serialized_start=1494
-  _globals['_LISTMEMORIESREQUEST']._serialized_end=1612
-  _globals['_LISTMEMORIESRESPONSE']._serialized_start=1614
-  _globals['_LISTMEMORIESRESPONSE']._serialized_end=1698
-  _globals['_FEEDBACKREQUEST']._serialized_start=1700
-  _globals['_FEEDBACKREQUEST']._serialized_end=1792
-  _globals['_FEEDBACKRESPONSE']._serialized_start=1794
-  _globals['_FEEDBACKRESPONSE']._serialized_end=1857
-  _globals['_GETMEMORYHISTORYREQUEST']._serialized_start=1859
-  _globals['_GETMEMORYHISTORYREQUEST']._serialized_end=1952
-  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_start=1954
-  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_end=2049
-  _globals['_EXPORTMEMORIESREQUEST']._serialized_start=2051
-  _globals['_EXPORTMEMORIESREQUEST']._serialized_end=2091
-  _globals['_EXPORTMEMORIESRESPONSE']._serialized_start=2093
-  _globals['_EXPORTMEMORIESRESPONSE']._serialized_end=2159
-  _globals['_IMPORTMEMORIESREQUEST']._serialized_start=2161
-  _globals['_IMPORTMEMORIESREQUEST']._serialized_end=2243
-  _globals['_IMPORTMEMORIESRESPONSE']._serialized_start=2245
-  _globals['_IMPORTMEMORIESRESPONSE']._serialized_end=2336
-  _globals['_WRITESERVICE']._serialized_start=2489
-  _globals['_WRITESERVICE']._serialized_end=3309
+  _globals['_WRITEOUTCOME']._serialized_start=2832
+  _globals['_WRITEOUTCOME']._serialized_end=2979
+  _globals['_EXTRACTOR']._serialized_start=2982
+  _globals['_EXTRACTOR']._serialized_end=3119
+  _globals['_NEWMEMORY']._serialized_start=197
+  _globals['_NEWMEMORY']._serialized_end=564
+  _globals['_ADDMEMORYRESULT']._serialized_start=566
+  _globals['_ADDMEMORYRESULT']._serialized_end=665
+  _globals['_ADDMEMORIESREQUEST']._serialized_start=667
+  _globals['_ADDMEMORIESREQUEST']._serialized_end=744
+  _globals['_ADDMEMORIESRESPONSE']._serialized_start=746
+  _globals['_ADDMEMORIESRESPONSE']._serialized_end=866
+  _globals['_ADDCONVERSATIONREQUEST']._serialized_start=869
+  _globals['_ADDCONVERSATIONREQUEST']._serialized_end=1000
+  _globals['_ADDCONVERSATIONRESPONSE']._serialized_start=1003
+  _globals['_ADDCONVERSATIONRESPONSE']._serialized_end=1328
+  _globals['_MEMORYUPDATE']._serialized_start=1331
+  _globals['_MEMORYUPDATE']._serialized_end=1519
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=1522
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1662
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1664
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1721
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=1723
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=1773
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1775
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1797
+  _globals['_FORGETUSERREQUEST']._serialized_start=1799
+  _globals['_FORGETUSERREQUEST']._serialized_end=1835
+  _globals['_FORGETUSERRESPONSE']._serialized_start=1837
+  _globals['_FORGETUSERRESPONSE']._serialized_end=1880
+  _globals['_GETMEMORYREQUEST']._serialized_start=1882
+  _globals['_GETMEMORYREQUEST']._serialized_end=1929
+  _globals['_GETMEMORYRESPONSE']._serialized_start=1931
+  _globals['_GETMEMORYRESPONSE']._serialized_end=1985
+  _globals['_LISTMEMORIESREQUEST']._serialized_start=1987
+  _globals['_LISTMEMORIESREQUEST']._serialized_end=2105
+  _globals['_LISTMEMORIESRESPONSE']._serialized_start=2107
+  _globals['_LISTMEMORIESRESPONSE']._serialized_end=2191
+  _globals['_FEEDBACKREQUEST']._serialized_start=2193
+  _globals['_FEEDBACKREQUEST']._serialized_end=2285
+  _globals['_FEEDBACKRESPONSE']._serialized_start=2287
+  _globals['_FEEDBACKRESPONSE']._serialized_end=2350
+  _globals['_GETMEMORYHISTORYREQUEST']._serialized_start=2352
+  _globals['_GETMEMORYHISTORYREQUEST']._serialized_end=2445
+  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_start=2447
+  _globals['_GETMEMORYHISTORYRESPONSE']._serialized_end=2542
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_start=2544
+  _globals['_EXPORTMEMORIESREQUEST']._serialized_end=2584
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_start=2586
+  _globals['_EXPORTMEMORIESRESPONSE']._serialized_end=2652
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_start=2654
+  _globals['_IMPORTMEMORIESREQUEST']._serialized_end=2736
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_start=2738
+  _globals['_IMPORTMEMORIESRESPONSE']._serialized_end=2829
+  _globals['_WRITESERVICE']._serialized_start=3122
+  _globals['_WRITESERVICE']._serialized_end=4032
 # @@protoc_insertion_point(module_scope)

@@ -43,6 +43,11 @@ class WriteServiceStub:
                 request_serializer=memsvc_dot_v1_dot_write__service__pb2.AddMemoriesRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_write__service__pb2.AddMemoriesResponse.FromString,
                 _registered_method=True)
+        self.AddConversation = channel.unary_unary(
+                '/memsvc.v1.WriteService/AddConversation',
+                request_serializer=memsvc_dot_v1_dot_write__service__pb2.AddConversationRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_write__service__pb2.AddConversationResponse.FromString,
+                _registered_method=True)
         self.UpdateMemory = channel.unary_unary(
                 '/memsvc.v1.WriteService/UpdateMemory',
                 request_serializer=memsvc_dot_v1_dot_write__service__pb2.UpdateMemoryRequest.SerializeToString,
@@ -102,6 +107,20 @@ class WriteServiceServicer:
         key: repeating an item with the same key returns the memory stored the first time instead
         of storing it twice. The call returns once every memory is durably stored; a memory is
         visible to queries from any replica as soon as the call returns.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddConversation(self, request, context):
+        """AddConversation stores new turns of one conversation session and decides what to remember
+        from them: every turn as evidence (a MEMORY_KIND_EPISODE memory with its role, session, time
+        and speaker), the facts, preferences, decisions, commitments and recommendations the turns
+        state (each naming its source turns, and reviewed against the user's memories as
+        AddMemories reviews them), and a summary of the session, refreshed as it grows. A turn is
+        identified by its index in the session, so resending turns stores each one once. The turns
+        of a call are stored all or none; what is derived from them is finished by the server if
+        the call is interrupted after the turns were stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -186,6 +205,11 @@ def add_WriteServiceServicer_to_server(servicer, server):
                     request_deserializer=memsvc_dot_v1_dot_write__service__pb2.AddMemoriesRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_write__service__pb2.AddMemoriesResponse.SerializeToString,
             ),
+            'AddConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddConversation,
+                    request_deserializer=memsvc_dot_v1_dot_write__service__pb2.AddConversationRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_write__service__pb2.AddConversationResponse.SerializeToString,
+            ),
             'UpdateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateMemory,
                     request_deserializer=memsvc_dot_v1_dot_write__service__pb2.UpdateMemoryRequest.FromString,
@@ -263,6 +287,33 @@ class WriteService:
             '/memsvc.v1.WriteService/AddMemories',
             memsvc_dot_v1_dot_write__service__pb2.AddMemoriesRequest.SerializeToString,
             memsvc_dot_v1_dot_write__service__pb2.AddMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.WriteService/AddConversation',
+            memsvc_dot_v1_dot_write__service__pb2.AddConversationRequest.SerializeToString,
+            memsvc_dot_v1_dot_write__service__pb2.AddConversationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -41,6 +42,41 @@ def test_first_start_prints_a_dev_key_the_cli_uses(live_server: LiveServer) -> N
     assert bad.returncode == 2
     assert "INVALID_ARGUMENT" in bad.stderr
     assert "memories[0].content" in bad.stderr
+
+
+def test_add_conversation_from_a_jsonl_file(live_server: LiveServer, tmp_path: Path) -> None:
+    session = tmp_path / "session.jsonl"
+    lines = [
+        {
+            "role": "user",
+            "name": "Zoe",
+            "content": "I adopted a greyhound named Pepper.",
+            "time": "2023-05-08T10:00:00Z",
+        },
+        {
+            "role": "assistant",
+            "content": "Lovely! You should try the dog park on Elm Street.",
+            "time": "2023-05-08T10:01:00Z",
+        },
+    ]
+    session.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    added = json.loads(cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session)).stdout)
+    assert [t["content"] for t in added["turns"]] == [line["content"] for line in lines]
+    assert added["turns"][0]["speaker_name"] == "Zoe" and added["turns"][1]["role"] == "ROLE_ASSISTANT"
+    extracted = {m["content"]: m for m in added["extracted"]}
+    recommendation = extracted["The assistant recommended to Zoe: You should try the dog park on Elm Street."]
+    assert recommendation["source_memory_ids"] == [added["turns"][1]["id"]]
+    found = json.loads(
+        cli(live_server, "query", "--user", "quinn", "--include-sources", "which dog park was suggested?").stdout
+    )
+    hit = next(r for r in found["memories"] if r["memory"]["id"] == recommendation["id"])
+    assert hit["sources"][0]["content"] == lines[1]["content"]
+    session.write_text('{"content": "fine"}\nnot json\n')
+    bad = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
+    assert bad.returncode == 2 and "line 2: not JSON" in bad.stderr
+    session.write_text('{"content": "fine", "time": "2999-01-01T00:00:00Z"}\n')
+    future = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
+    assert "INVALID_ARGUMENT" in future.stderr and "turns[0].create_time" in future.stderr
 
 
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:

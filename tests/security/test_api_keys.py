@@ -118,6 +118,16 @@ def _rpcs(memory_id: str) -> dict[str, tuple[Permission, Call]]:
             Permission.READ,
             unary("writes", "GetMemory", lambda u: w.GetMemoryRequest(user_id=u, id=memory_id)),
         ),
+        "AddConversation": (
+            Permission.WRITE,
+            unary(
+                "writes",
+                "AddConversation",
+                lambda u: w.AddConversationRequest(
+                    user_id=u, session_id="s1", turns=[query_service_pb2.ConversationTurn(content="I love maps")]
+                ),
+            ),
+        ),
         "ListMemories": (Permission.READ, unary("writes", "ListMemories", lambda u: w.ListMemoriesRequest(user_id=u))),
         # Feedback reports on what Query returned, so reading suffices (pipeline/history.py).
         "Feedback": (

@@ -237,8 +237,8 @@ class Maintenance:
         for row in rows:
             by_namespace[row.namespace].append(row)
         for namespace, group in by_namespace.items():
-            contents = [m.content for m in await self._codec.open_all(group)]
-            await self._indexer.reindex(namespace, list(zip(group, contents, strict=True)))
+            texts = [m.embedding_text for m in await self._codec.open_all(group)]
+            await self._indexer.reindex(namespace, list(zip(group, texts, strict=True)))
             await self._changes.changed(namespace)
 
     # -- the in-process scheduler (embedded default) -------------------------------------------

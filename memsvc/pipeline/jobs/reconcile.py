@@ -1,7 +1,8 @@
 """The reconciler: brings the vector index back in line with the record store (the truth).
 
 Rows whose vector is missing (index down, crash between steps) are re-embedded and
-upserted; vectors of deleted rows and namespaces are removed. Every step is idempotent,
+upserted; vectors of deleted rows and namespaces are removed; conversation turns whose
+extracted memories and summary a crash left unwritten get them. Every step is idempotent,
 so two replicas running it at once only repeat work.
 """
 
@@ -17,6 +18,7 @@ from memsvc.embeddings.base import Embedder
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.jobs.periodic import PeriodicTask
+from memsvc.pipeline.write.conversation import ConversationPath
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import VectorIndex
 
@@ -28,6 +30,7 @@ class ReconcileResult:
     indexed: int
     vectors_deleted: int
     namespaces_dropped: int
+    turns_extracted: int = 0
 
 
 class Reconciler:
@@ -39,8 +42,10 @@ class Reconciler:
         codec: MemoryCodec,
         indexer: Indexer,
         min_age_s: float,
+        conversations: ConversationPath | None = None,
         batch: int = 256,
     ) -> None:
+        self._conversations = conversations
         self._store = store
         self._index = index
         self._embedder = embedder
@@ -56,7 +61,21 @@ class Reconciler:
         indexed = await self._reindex(time.time() - age)
         deleted = await self._delete_vectors()
         dropped = await self._drop_namespaces()
-        return ReconcileResult(indexed, deleted, dropped)
+        extracted = await self._finish_extractions(time.time() - age)
+        return ReconcileResult(indexed, deleted, dropped, extracted)
+
+    async def _finish_extractions(self, older_than: float) -> int:
+        if self._conversations is None:
+            return 0
+        total = 0
+        while not self._periodic.stopping:
+            rows = await self._store.pending_extractions(self._batch, older_than)
+            if not rows:
+                break
+            total += await self._conversations.finish_pending(rows)
+            if len(rows) < self._batch:
+                break
+        return total
 
     async def _reindex(self, older_than: float) -> int:
         total = 0
@@ -71,10 +90,12 @@ class Reconciler:
             for row in rows:
                 by_namespace[row.namespace].append(row)
             for namespace, group in by_namespace.items():
-                contents = [m.content for m in await self._codec.open_all(group)]
-                vectors = await self._embedder.embed(contents)
+                memories = await self._codec.open_all(group)
+                vectors = await self._embedder.embed([m.embedding_text for m in memories])
                 # Raises while an index is down: the pass stops and the next one retries.
-                await self._indexer.index(namespace, list(zip(group, vectors, strict=True)), contents)
+                await self._indexer.index(
+                    namespace, list(zip(group, vectors, strict=True)), [m.lexical_text for m in memories]
+                )
                 total += len(group)
             if len(rows) < self._batch or self._periodic.stopping:
                 return total  # the rest waits for the next pass (or the next start)

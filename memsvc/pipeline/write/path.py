@@ -25,12 +25,13 @@ from memsvc.domain.models import (
     RetentionStatus,
     StoredMemory,
     StoredVersion,
+    embedding_text,
     new_memory_id,
 )
 from memsvc.embeddings.base import Embedder, Vector
 from memsvc.errors import NotFound, PermissionDenied
 from memsvc.memories.changes import NamespaceChanges
-from memsvc.memories.codec import MemoryCodec, with_plaintext
+from memsvc.memories.codec import MemoryCodec, memory_of, with_plaintext
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.validation import (
     Limits,
@@ -40,9 +41,26 @@ from memsvc.pipeline.validation import (
     validate_changes,
     validate_new_memories,
 )
+from memsvc.pipeline.write.keys import summary_key
 from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, superseded_changes
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import RecordStore
+
+
+class WriteOrigin(StrEnum):
+    """Who made the items of a write: a caller, or the conversation path from a session's turns."""
+
+    CALLER = "caller"
+    # Evidence: every turn is kept as said, never merged with or superseding another memory.
+    TURNS = "turns"
+    # Memories extracted from turns: reviewed against the user's memories like a caller's.
+    EXTRACTED = "extracted"
+    # A session summary: it restates its turns, so it neither confirms nor supersedes anything.
+    SUMMARY = "summary"
+
+    @property
+    def reviewed(self) -> bool:
+        return self in (WriteOrigin.CALLER, WriteOrigin.EXTRACTED)
 
 
 class WriteOutcome(StrEnum):
@@ -108,7 +126,12 @@ class WritePath:
     # -- AddMemories --------------------------------------------------------------------------
 
     async def add_detailed(
-        self, principal: Principal, user_id: str, items: list[NewMemory], deadline: Deadline
+        self,
+        principal: Principal,
+        user_id: str,
+        items: list[NewMemory],
+        deadline: Deadline,
+        origin: WriteOrigin = WriteOrigin.CALLER,
     ) -> list[AddResult]:
         """Store new memories; repeats confirm an existing memory, contradictions supersede older ones.
 
@@ -117,7 +140,7 @@ class WritePath:
         """
         require(principal, Permission.WRITE)
         now = time.time()
-        validate_new_memories(user_id, items, self._limits, now)
+        validate_new_memories(user_id, items, self._limits, now, server_keys=origin is not WriteOrigin.CALLER)
         namespace = Namespace.of(principal, user_id)
         # Retries first: a replayed item is answered from the store with no side effect at all.
         keys = [i.idempotency_key for i in items if i.idempotency_key]
@@ -125,11 +148,14 @@ class WritePath:
             r.idempotency_key: r
             for r in await deadline.run(self._store.fetch_by_idempotency_keys(namespace, keys), "the record store")
         }
-        vectors = await deadline.run(self._embedder.embed([i.content for i in items]), "the embedder")
-        reviews = await self._review_against_stored(namespace, items, vectors, replayed, deadline)
+        vectors = await deadline.run(self._embedder.embed([i.embedding_text for i in items]), "the embedder")
+        reviewed = origin.reviewed
+        reviews = await self._review_against_stored(namespace, items, vectors, replayed, reviewed, deadline)
         drafts: list[Draft] = []
         for item, vector, review in zip(items, vectors, reviews, strict=True):
-            draft = await self._draft(principal, namespace, item, vector, review, replayed, drafts, now, deadline)
+            draft = await self._draft(
+                principal, namespace, item, vector, review, replayed, reviewed, drafts, now, deadline
+            )
             drafts.append(draft)
         return await self._store_drafts(principal, namespace, drafts, now, deadline)
 
@@ -139,12 +165,13 @@ class WritePath:
         items: Sequence[NewMemory],
         vectors: Sequence[Vector],
         replayed: dict[str, StoredMemory],
+        reviewed: bool,
         deadline: Deadline,
     ) -> list[Review]:
         """Every item (but replays) against the user's stored memories, in one search."""
         reviews = [Review()] * len(items)
         wanted = [i for i, item in enumerate(items) if item.idempotency_key not in replayed]
-        if self._review is None or not wanted:
+        if self._review is None or not reviewed or not wanted:
             return reviews
         found = await self._review.review_many(namespace, [(items[i].content, vectors[i]) for i in wanted], deadline)
         for i, review in zip(wanted, found, strict=True):
@@ -159,6 +186,7 @@ class WritePath:
         vector: Vector,
         review: Review,
         replayed: dict[str, StoredMemory],
+        reviewed: bool,
         earlier: Sequence[Draft],
         now: float,
         deadline: Deadline,
@@ -174,7 +202,7 @@ class WritePath:
                 return Draft(item, vector, result=result)
         # Then against this call's earlier new items, which no index holds yet.
         local = Review()
-        if self._review is not None and review.duplicate_of is None:
+        if self._review is not None and reviewed and review.duplicate_of is None:
             new = [(d.memory, d.vector) for d in earlier if d.memory is not None]
             local = await self._review.review_batch(item.content, vector, new, deadline)
         if local.duplicate_of is not None:
@@ -189,7 +217,7 @@ class WritePath:
         if newer:
             successor = max(newer, key=lambda c: c.memory.created_at)
             row = replace(row, **superseded_changes(row, successor.memory.id, successor.reason))
-        memory = with_plaintext(row, item.content, item.metadata)
+        memory = with_plaintext(row, item.content, item.metadata, item.speaker_name, item.index_text)
         return Draft(item, vector, row=row, memory=memory, supersedes=() if newer else contradictions)
 
     async def _store_drafts(
@@ -241,9 +269,11 @@ class WritePath:
                 why = "idempotency key stored before"
                 results[k] = AddResult(memories[k], False, WriteOutcome.IDEMPOTENT_REPLAY, why)
                 continue
-            memories[k] = with_plaintext(row, draft.item.content, draft.item.metadata)
+            memories[k] = with_plaintext(
+                row, draft.item.content, draft.item.metadata, draft.item.speaker_name, draft.item.index_text
+            )
             fresh.append((row, draft.vector))
-            texts.append(draft.item.content)
+            texts.append(memories[k].lexical_text)
             superseded = tuple(c.memory.id for c in draft.supersedes)
             supersede += [(c.memory, row.id, c.reason) for c in draft.supersedes]
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
@@ -282,7 +312,9 @@ class WritePath:
         return StoredMemory(
             id=memory_id,
             namespace=namespace,
-            ciphertext=await self._codec.seal(namespace, memory_id, item.content, item.metadata),
+            ciphertext=await self._codec.seal(
+                namespace, memory_id, item.content, item.metadata, item.speaker_name, item.index_text
+            ),
             role=item.role,
             kind=item.kind,
             tags=item.tags,
@@ -303,6 +335,8 @@ class WritePath:
             indexed=False,
             expires_at=item.expires_at,
             score_reasons=reasons,
+            source_ids=item.source_ids,
+            extraction_pending=item.extraction_pending,
         )
 
     async def _confirm(
@@ -319,7 +353,17 @@ class WritePath:
         row = await deadline.run(
             self._store.confirm_memory(existing.namespace, existing.id, now, version), "the record store"
         )
-        return None if row is None else with_plaintext(row, existing.content, existing.metadata)
+        return (
+            None
+            if row is None
+            else replace(
+                memory_of(row),
+                content=existing.content,
+                metadata=existing.metadata,
+                speaker_name=existing.speaker_name,
+                index_text=existing.index_text,
+            )
+        )
 
     async def _supersede(
         self, principal: Principal, namespace: Namespace, items: Sequence[tuple[Memory, str, str]], now: float
@@ -342,11 +386,31 @@ class WritePath:
             )
             row = await self._store.update_memory(namespace, old.id, changes, now, version)
             if row is not None:
-                updated.append((row, old.content))
+                updated.append((row, old.embedding_text))
         await self._indexer.reindex(namespace, updated)
+        await self._mark_summaries_stale(namespace, [row for row, _ in updated])
+
+    async def _mark_summaries_stale(self, namespace: Namespace, changed: Sequence[StoredMemory]) -> None:
+        """Session summaries quoting a turn that `changed` memories (superseded, deleted) came from,
+        or quoting them directly, may now state what is no longer true: mark them stale."""
+        quoted: dict[str, set[str]] = {}
+        for row in changed:
+            if row.session_id:
+                quoted.setdefault(row.session_id, set()).update({row.id, *row.source_ids})
+        if not quoted:
+            return
+        summaries = await self._store.fetch_by_idempotency_keys(namespace, [summary_key(s) for s in quoted])
+        stale = [s.id for s in summaries if not s.stale and set(s.source_ids) & quoted.get(s.session_id, set())]
+        await self._store.mark_stale(namespace, stale, True)
 
     async def update(
-        self, principal: Principal, user_id: str, memory_id: str, changes: MemoryChanges, deadline: Deadline
+        self,
+        principal: Principal,
+        user_id: str,
+        memory_id: str,
+        changes: MemoryChanges,
+        deadline: Deadline,
+        description: str = "",
     ) -> Memory:
         require(principal, Permission.WRITE)
         validate_changes(user_id, memory_id, changes, self._limits)
@@ -356,8 +420,12 @@ class WritePath:
         columns: dict[str, Any] = {}
         content = memory.content if changes.content is None else changes.content
         metadata = memory.metadata if changes.metadata is None else changes.metadata
+        # The index text embeds the old content (a turn in its context): a new content replaces it.
+        index_text = memory.index_text if changes.content is None else ""
         if changes.content is not None or changes.metadata is not None:
-            columns["ciphertext"] = await self._codec.seal(namespace, memory_id, content, metadata)
+            columns["ciphertext"] = await self._codec.seal(
+                namespace, memory_id, content, metadata, memory.speaker_name, index_text
+            )
         if changes.tags is not None:
             columns["tags"] = changes.tags
         if changes.tier is not None:
@@ -367,11 +435,17 @@ class WritePath:
             columns["score_reasons"] = {**memory.score_reasons, "importance": "set by the caller"}
         if changes.expires_at is not None:
             columns["expires_at"] = changes.expires_at or None
-        vectors = await deadline.run(self._embedder.embed([content]), "the embedder")
+        if changes.source_ids is not None:
+            columns["source_ids"] = changes.source_ids
+        vectors = await deadline.run(
+            self._embedder.embed([embedding_text(content, memory.speaker_name)]), "the embedder"
+        )
         now = time.time()
         fields = [f for f in ("content", "tags", "tier", "importance", "metadata") if getattr(changes, f) is not None]
         if changes.expires_at is not None:
             fields.append("expire_time")
+        if changes.source_ids is not None:
+            fields.append("source_memory_ids")
         after = replace(
             memory,
             content=content,
@@ -385,7 +459,7 @@ class WritePath:
             actor=principal.key_id,
             change=MemoryChange.UPDATE,
             fields=fields,
-            description=f"UpdateMemory set {', '.join(fields)}",
+            description=description or f"UpdateMemory set {', '.join(fields)}",
         )
         updated = await deadline.run(
             self._store.update_memory(namespace, memory_id, columns, now, version), "the record store"
@@ -393,8 +467,9 @@ class WritePath:
         if updated is None:
             raise NotFound("no such memory")
         await self._changes.changed(namespace)
-        await self._indexer.index_or_defer(namespace, [(updated, vectors[0])], [content])
-        return with_plaintext(updated, content, metadata)
+        after_update = with_plaintext(updated, content, metadata, memory.speaker_name, index_text)
+        await self._indexer.index_or_defer(namespace, [(updated, vectors[0])], [after_update.lexical_text])
+        return after_update
 
     async def delete(self, principal: Principal, user_id: str, memory_id: str, deadline: Deadline) -> None:
         require(principal, Permission.WRITE)
@@ -410,7 +485,7 @@ class WritePath:
 
         Each memory keeps only a content-free version recording who deleted it, when and why.
         """
-        deleted = 0
+        deleted: list[StoredMemory] = []
         for memory_id in memory_ids:
             row = await deadline.run(self._store.fetch_memories(namespace, [memory_id]), "the record store")
             if not row:
@@ -428,13 +503,15 @@ class WritePath:
                 importance=row[0].importance,
                 content=None,
             )
-            if await deadline.run(self._store.delete_memory(namespace, memory_id, version), "the record store"):
-                deleted += 1
+            gone = await deadline.run(self._store.delete_memory(namespace, memory_id, version), "the record store")
+            if gone is not None:
+                deleted.append(gone)
         if not deleted:
             return 0
+        await self._mark_summaries_stale(namespace, deleted)
         await self._changes.changed(namespace)
         await self._indexer.remove(namespace, memory_ids)
-        return deleted
+        return len(deleted)
 
     async def forget(self, principal: Principal, user_id: str, deadline: Deadline) -> int:
         require(principal, Permission.WRITE)

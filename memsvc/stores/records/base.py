@@ -72,6 +72,8 @@ UPDATABLE_COLUMNS = frozenset(
         "consistency",
         "expires_at",
         "score_reasons",
+        "source_ids",
+        "extraction_pending",
     }
 )
 
@@ -196,6 +198,16 @@ class RecordStore(Protocol):
     async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]: ...
 
     async def clear_namespace_tombstone(self, namespace: Namespace) -> None: ...
+
+    async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
+        """Conversation turns whose extraction is unfinished, last changed before `older_than`, oldest first."""
+        ...
+
+    async def clear_extraction_pending(self, memory_ids: Sequence[str]) -> None: ...
+
+    async def mark_stale(self, namespace: Namespace, memory_ids: Sequence[str], stale: bool) -> None:
+        """Set or clear the stale mark of summaries; their revision and vector are unchanged."""
+        ...
 
     # Bookkeeping
     async def record_recalls(self, events: Sequence[RecallEvent]) -> None:

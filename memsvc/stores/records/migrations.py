@@ -200,6 +200,17 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    (
+        5,
+        (
+            # Conversations: what a memory was derived from, turns whose extraction and summary
+            # are still to be written (an outbox, like `indexed`), and summaries gone stale.
+            "ALTER TABLE memories ADD COLUMN source_ids TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE memories ADD COLUMN extraction_pending INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE memories ADD COLUMN stale INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_extraction_pending ON memories (updated_at) WHERE extraction_pending = 1",
+        ),
+    ),
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -411,6 +422,17 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
                 ts BIGINT NOT NULL,
                 PRIMARY KEY (ns, prefix)
             )""",
+        ),
+    ),
+    (
+        5,
+        (
+            # Conversations: what a memory was derived from, turns whose extraction and summary
+            # are still to be written (an outbox, like `indexed`), and summaries gone stale.
+            "ALTER TABLE memories ADD COLUMN source_ids TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE memories ADD COLUMN extraction_pending INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE memories ADD COLUMN stale INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX memories_extraction_pending ON memories (updated_at) WHERE extraction_pending = 1",
         ),
     ),
 )

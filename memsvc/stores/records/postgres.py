@@ -315,6 +315,32 @@ class PostgresRecordStore:
             )
             return [memory_from_row(r) for r in await cur.fetchall()]
 
+    async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
+        async with self._tx() as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT_MEMORY} FROM memories WHERE extraction_pending = 1 AND updated_at <= %s "
+                "ORDER BY updated_at, created_at LIMIT %s",
+                (older_than, limit),
+            )
+            return [memory_from_row(r) for r in await cur.fetchall()]
+
+    async def clear_extraction_pending(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE memories SET extraction_pending = 0 WHERE id = %s", [(i,) for i in memory_ids]
+            )
+
+    async def mark_stale(self, namespace: Namespace, memory_ids: Sequence[str], stale: bool) -> None:
+        if not memory_ids:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE memories SET stale = %s WHERE ns = %s AND id = %s",
+                [(int(stale), namespace.digest, i) for i in memory_ids],
+            )
+
     async def count_pending_index(self) -> int:
         async with self._tx() as conn:
             cur = await conn.execute("SELECT COUNT(*) FROM memories WHERE indexed = 0")

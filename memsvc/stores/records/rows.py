@@ -24,7 +24,7 @@ MEMORY_COLUMNS = (
     "id, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, stale"
 )
 
 API_KEY_COLUMNS = (
@@ -60,6 +60,9 @@ def memory_from_row(row: Sequence[Any]) -> StoredMemory:
         confirmation_count=int(row[26]),
         score_reasons=json.loads(row[27] or "{}"),
         vitality=float(row[28]),
+        source_ids=tuple(json.loads(row[29])),
+        extraction_pending=bool(row[30]),
+        stale=bool(row[31]),
     )
 
 
@@ -96,6 +99,9 @@ def memory_to_params(m: StoredMemory) -> tuple[Any, ...]:
         m.confirmation_count,
         json.dumps(dict(m.score_reasons), sort_keys=True),
         m.vitality,
+        json.dumps(list(m.source_ids)),
+        int(m.extraction_pending),
+        int(m.stale),
     )
 
 
@@ -103,9 +109,9 @@ INSERT_MEMORY_COLUMNS = (
     "id, ns, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, stale"
 )
-INSERT_MEMORY_ARITY = 30
+INSERT_MEMORY_ARITY = 33
 
 
 def api_key_from_row(row: Sequence[Any]) -> ApiKeyRecord:
@@ -181,10 +187,12 @@ def changes_to_params(changes: Mapping[str, Any]) -> dict[str, Any]:
     """Turn domain values of an update into column values."""
     out: dict[str, Any] = {}
     for column, value in changes.items():
-        if column == "tags":
+        if column in {"tags", "source_ids"}:
             out[column] = json.dumps(list(value))
         elif column == "score_reasons":
             out[column] = json.dumps(dict(value), sort_keys=True)
+        elif column == "extraction_pending":
+            out[column] = int(value)
         elif hasattr(value, "value") and column in {"tier", "retention_status"}:
             out[column] = value.value
         else:

@@ -334,6 +334,38 @@ class SqliteRecordStore:
 
         return await self._run(pending)
 
+    async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
+        def pending(conn: sqlite3.Connection) -> list[StoredMemory]:
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE extraction_pending = 1 AND updated_at <= ? "
+                "ORDER BY updated_at, created_at LIMIT ?",
+                (older_than, limit),
+            ).fetchall()
+            return [memory_from_row(r) for r in rows]
+
+        return await self._run(pending)
+
+    async def clear_extraction_pending(self, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+
+        def clear(conn: sqlite3.Connection) -> None:
+            conn.executemany("UPDATE memories SET extraction_pending = 0 WHERE id = ?", [(i,) for i in memory_ids])
+
+        await self._write(clear)
+
+    async def mark_stale(self, namespace: Namespace, memory_ids: Sequence[str], stale: bool) -> None:
+        if not memory_ids:
+            return
+
+        def mark(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE memories SET stale = ? WHERE ns = ? AND id = ?",
+                [(int(stale), namespace.digest, i) for i in memory_ids],
+            )
+
+        await self._write(mark)
+
     async def count_pending_index(self) -> int:
         return await self._run(
             lambda conn: int(conn.execute("SELECT COUNT(*) FROM memories WHERE indexed = 0").fetchone()[0])

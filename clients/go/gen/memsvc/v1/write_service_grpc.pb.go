@@ -22,6 +22,15 @@ type WriteServiceClient interface {
 	// of storing it twice. The call returns once every memory is durably stored; a memory is
 	// visible to queries from any replica as soon as the call returns.
 	AddMemories(ctx context.Context, in *AddMemoriesRequest, opts ...grpc.CallOption) (*AddMemoriesResponse, error)
+	// AddConversation stores new turns of one conversation session and decides what to remember
+	// from them: every turn as evidence (a MEMORY_KIND_EPISODE memory with its role, session, time
+	// and speaker), the facts, preferences, decisions, commitments and recommendations the turns
+	// state (each naming its source turns, and reviewed against the user's memories as
+	// AddMemories reviews them), and a summary of the session, refreshed as it grows. A turn is
+	// identified by its index in the session, so resending turns stores each one once. The turns
+	// of a call are stored all or none; what is derived from them is finished by the server if
+	// the call is interrupted after the turns were stored.
+	AddConversation(ctx context.Context, in *AddConversationRequest, opts ...grpc.CallOption) (*AddConversationResponse, error)
 	// UpdateMemory changes the fields named in the update mask. Changing the content re-embeds it.
 	UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error)
 	// DeleteMemory removes one memory: its record, its vector and every cached result naming it.
@@ -61,6 +70,15 @@ func NewWriteServiceClient(cc grpc.ClientConnInterface) WriteServiceClient {
 func (c *writeServiceClient) AddMemories(ctx context.Context, in *AddMemoriesRequest, opts ...grpc.CallOption) (*AddMemoriesResponse, error) {
 	out := new(AddMemoriesResponse)
 	err := c.cc.Invoke(ctx, "/memsvc.v1.WriteService/AddMemories", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *writeServiceClient) AddConversation(ctx context.Context, in *AddConversationRequest, opts ...grpc.CallOption) (*AddConversationResponse, error) {
+	out := new(AddConversationResponse)
+	err := c.cc.Invoke(ctx, "/memsvc.v1.WriteService/AddConversation", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +198,15 @@ type WriteServiceServer interface {
 	// of storing it twice. The call returns once every memory is durably stored; a memory is
 	// visible to queries from any replica as soon as the call returns.
 	AddMemories(context.Context, *AddMemoriesRequest) (*AddMemoriesResponse, error)
+	// AddConversation stores new turns of one conversation session and decides what to remember
+	// from them: every turn as evidence (a MEMORY_KIND_EPISODE memory with its role, session, time
+	// and speaker), the facts, preferences, decisions, commitments and recommendations the turns
+	// state (each naming its source turns, and reviewed against the user's memories as
+	// AddMemories reviews them), and a summary of the session, refreshed as it grows. A turn is
+	// identified by its index in the session, so resending turns stores each one once. The turns
+	// of a call are stored all or none; what is derived from them is finished by the server if
+	// the call is interrupted after the turns were stored.
+	AddConversation(context.Context, *AddConversationRequest) (*AddConversationResponse, error)
 	// UpdateMemory changes the fields named in the update mask. Changing the content re-embeds it.
 	UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error)
 	// DeleteMemory removes one memory: its record, its vector and every cached result naming it.
@@ -215,6 +242,9 @@ type UnimplementedWriteServiceServer struct {
 
 func (UnimplementedWriteServiceServer) AddMemories(context.Context, *AddMemoriesRequest) (*AddMemoriesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AddMemories not implemented")
+}
+func (UnimplementedWriteServiceServer) AddConversation(context.Context, *AddConversationRequest) (*AddConversationResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddConversation not implemented")
 }
 func (UnimplementedWriteServiceServer) UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateMemory not implemented")
@@ -270,6 +300,24 @@ func _WriteService_AddMemories_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(WriteServiceServer).AddMemories(ctx, req.(*AddMemoriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WriteService_AddConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WriteServiceServer).AddConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/memsvc.v1.WriteService/AddConversation",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WriteServiceServer).AddConversation(ctx, req.(*AddConversationRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -446,6 +494,10 @@ var _WriteService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AddMemories",
 			Handler:    _WriteService_AddMemories_Handler,
+		},
+		{
+			MethodName: "AddConversation",
+			Handler:    _WriteService_AddConversation_Handler,
 		},
 		{
 			MethodName: "UpdateMemory",

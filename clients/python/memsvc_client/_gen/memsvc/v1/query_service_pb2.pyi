@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from memsvc_client._gen.memsvc.v1 import memory_pb2 as _memory_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -26,15 +29,19 @@ QUERY_MODE_AGENT: QueryMode
 QUERY_MODE_AUTO: QueryMode
 
 class ConversationTurn(_message.Message):
-    __slots__ = ("role", "content")
+    __slots__ = ("role", "content", "create_time", "name")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     role: _memory_pb2.Role
     content: str
-    def __init__(self, role: _Optional[_Union[_memory_pb2.Role, str]] = ..., content: _Optional[str] = ...) -> None: ...
+    create_time: _timestamp_pb2.Timestamp
+    name: str
+    def __init__(self, role: _Optional[_Union[_memory_pb2.Role, str]] = ..., content: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache")
+    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache", "include_sources")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +52,7 @@ class QueryRequest(_message.Message):
     CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SKIP_CACHE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SOURCES_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     query: str
     limit: int
@@ -55,21 +63,24 @@ class QueryRequest(_message.Message):
     context_window: int
     token_budget: int
     skip_cache: bool
-    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ...) -> None: ...
+    include_sources: bool
+    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ..., include_sources: _Optional[bool] = ...) -> None: ...
 
 class RankedMemory(_message.Message):
-    __slots__ = ("memory", "score", "score_breakdown", "matched_queries", "context_neighbor")
+    __slots__ = ("memory", "score", "score_breakdown", "matched_queries", "context_neighbor", "sources")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SCORE_BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
     MATCHED_QUERIES_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_NEIGHBOR_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     score_breakdown: _memory_pb2.ScoreBreakdown
     matched_queries: _containers.RepeatedScalarFieldContainer[str]
     context_neighbor: bool
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., score_breakdown: _Optional[_Union[_memory_pb2.ScoreBreakdown, _Mapping]] = ..., matched_queries: _Optional[_Iterable[str]] = ..., context_neighbor: _Optional[bool] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., score_breakdown: _Optional[_Union[_memory_pb2.ScoreBreakdown, _Mapping]] = ..., matched_queries: _Optional[_Iterable[str]] = ..., context_neighbor: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "duration_ms")

@@ -4,6 +4,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from memsvc_client._gen.memsvc.v1 import memory_pb2 as _memory_pb2
+from memsvc_client._gen.memsvc.v1 import query_service_pb2 as _query_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -19,10 +20,23 @@ class WriteOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WRITE_OUTCOME_CREATED: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_IDEMPOTENT_REPLAY: _ClassVar[WriteOutcome]
     WRITE_OUTCOME_CONFIRMED_EXISTING: _ClassVar[WriteOutcome]
+
+class Extractor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXTRACTOR_UNSPECIFIED: _ClassVar[Extractor]
+    EXTRACTOR_LLM: _ClassVar[Extractor]
+    EXTRACTOR_RULES: _ClassVar[Extractor]
+    EXTRACTOR_RULES_AFTER_LLM_FAILURE: _ClassVar[Extractor]
+    EXTRACTOR_NONE: _ClassVar[Extractor]
 WRITE_OUTCOME_UNSPECIFIED: WriteOutcome
 WRITE_OUTCOME_CREATED: WriteOutcome
 WRITE_OUTCOME_IDEMPOTENT_REPLAY: WriteOutcome
 WRITE_OUTCOME_CONFIRMED_EXISTING: WriteOutcome
+EXTRACTOR_UNSPECIFIED: Extractor
+EXTRACTOR_LLM: Extractor
+EXTRACTOR_RULES: Extractor
+EXTRACTOR_RULES_AFTER_LLM_FAILURE: Extractor
+EXTRACTOR_NONE: Extractor
 
 class NewMemory(_message.Message):
     __slots__ = ("content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "idempotency_key", "expire_time")
@@ -77,6 +91,38 @@ class AddMemoriesResponse(_message.Message):
     created: _containers.RepeatedScalarFieldContainer[bool]
     results: _containers.RepeatedCompositeFieldContainer[AddMemoryResult]
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., created: _Optional[_Iterable[bool]] = ..., results: _Optional[_Iterable[_Union[AddMemoryResult, _Mapping]]] = ...) -> None: ...
+
+class AddConversationRequest(_message.Message):
+    __slots__ = ("user_id", "session_id", "turns", "first_turn_index")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TURN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    session_id: str
+    turns: _containers.RepeatedCompositeFieldContainer[_query_service_pb2.ConversationTurn]
+    first_turn_index: int
+    def __init__(self, user_id: _Optional[str] = ..., session_id: _Optional[str] = ..., turns: _Optional[_Iterable[_Union[_query_service_pb2.ConversationTurn, _Mapping]]] = ..., first_turn_index: _Optional[int] = ...) -> None: ...
+
+class AddConversationResponse(_message.Message):
+    __slots__ = ("turns", "turn_results", "extracted", "extracted_results", "summary", "extractor", "extractor_reason", "llm_tokens")
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    TURN_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTED_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTED_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTOR_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTOR_REASON_FIELD_NUMBER: _ClassVar[int]
+    LLM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    turns: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    turn_results: _containers.RepeatedCompositeFieldContainer[AddMemoryResult]
+    extracted: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    extracted_results: _containers.RepeatedCompositeFieldContainer[AddMemoryResult]
+    summary: _memory_pb2.Memory
+    extractor: Extractor
+    extractor_reason: str
+    llm_tokens: int
+    def __init__(self, turns: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., turn_results: _Optional[_Iterable[_Union[AddMemoryResult, _Mapping]]] = ..., extracted: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., extracted_results: _Optional[_Iterable[_Union[AddMemoryResult, _Mapping]]] = ..., summary: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., extractor: _Optional[_Union[Extractor, str]] = ..., extractor_reason: _Optional[str] = ..., llm_tokens: _Optional[int] = ...) -> None: ...
 
 class MemoryUpdate(_message.Message):
     __slots__ = ("content", "tags", "tier", "importance", "metadata", "expire_time")

@@ -4,6 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Memory, MemoryFilter, Role, ScoreBreakdown } from "./memory_pb.js";
 import { file_memsvc_v1_memory } from "./memory_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,28 +14,45 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/query_service.proto.
  */
 export const file_memsvc_v1_query_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tZW1zdmMvdjEvcXVlcnlfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIkIKEENvbnZlcnNhdGlvblR1cm4SHQoEcm9sZRgBIAEoDjIPLm1lbXN2Yy52MS5Sb2xlEg8KB2NvbnRlbnQYAiABKAkimwIKDFF1ZXJ5UmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEg0KBXF1ZXJ5GAIgASgJEg0KBWxpbWl0GAMgASgFEicKBmZpbHRlchgEIAEoCzIXLm1lbXN2Yy52MS5NZW1vcnlGaWx0ZXISIgoEbW9kZRgFIAEoDjIULm1lbXN2Yy52MS5RdWVyeU1vZGUSGgoSYWRkaXRpb25hbF9xdWVyaWVzGAYgAygJEjEKDHJlY2VudF90dXJucxgHIAMoCzIbLm1lbXN2Yy52MS5Db252ZXJzYXRpb25UdXJuEhYKDmNvbnRleHRfd2luZG93GAggASgFEhQKDHRva2VuX2J1ZGdldBgJIAEoBRISCgpza2lwX2NhY2hlGAogASgIIqcBCgxSYW5rZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtc3ZjLnYxLk1lbW9yeRINCgVzY29yZRgCIAEoAhIyCg9zY29yZV9icmVha2Rvd24YAyABKAsyGS5tZW1zdmMudjEuU2NvcmVCcmVha2Rvd24SFwoPbWF0Y2hlZF9xdWVyaWVzGAQgAygJEhgKEGNvbnRleHRfbmVpZ2hib3IYBSABKAgiMQoLU3RhZ2VUaW1pbmcSDQoFc3RhZ2UYASABKAkSEwoLZHVyYXRpb25fbXMYAiABKAEiiQMKC1F1ZXJ5UmVwb3J0EiIKBG1vZGUYASABKA4yFC5tZW1zdmMudjEuUXVlcnlNb2RlEhUKDXNlbGVjdGVkX3Rvb2wYAiABKAkSDwoHcXVlcmllcxgDIAMoCRIQCghzZWFyY2hlcxgEIAEoBRIRCglsbG1fY2FsbHMYBSABKAUSEwoLbGxtX3RpbWVfbXMYBiABKAESFAoMaW5wdXRfdG9rZW5zGAcgASgFEhUKDW91dHB1dF90b2tlbnMYCCABKAUSJgoGc3RhZ2VzGAkgAygLMhYubWVtc3ZjLnYxLlN0YWdlVGltaW5nEhEKCWNhY2hlX2hpdBgKIAEoCBIbChNlbWJlZGRpbmdfY2FjaGVfaGl0GAsgASgIEhsKE2NhbmRpZGF0ZXNfcmVjYWxsZWQYDCABKAUSHQoVZHJvcHBlZF9ieV9pbXBvcnRhbmNlGA0gASgFEhAKCGRlZ3JhZGVkGA4gASgIEg0KBW5vdGVzGA8gAygJEhIKCmNvbmZpZGVuY2UYECABKAIinAEKDVF1ZXJ5UmVzcG9uc2USKQoIbWVtb3JpZXMYASADKAsyFy5tZW1zdmMudjEuUmFua2VkTWVtb3J5EhMKC2V4cGxhbmF0aW9uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSJgoGcmVwb3J0GAQgASgLMhYubWVtc3ZjLnYxLlF1ZXJ5UmVwb3J0Eg8KB2NvbnRleHQYBSABKAkqugEKCVF1ZXJ5TW9kZRIaChZRVUVSWV9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRUVVFUllfTU9ERV9ESVJFQ1QQARIaChZRVUVSWV9NT0RFX01VTFRJX1FVRVJZEAISFQoRUVVFUllfTU9ERV9GVVNJT04QAxIcChhRVUVSWV9NT0RFX0FQUExJQ0FCSUxJVFkQBBIUChBRVUVSWV9NT0RFX0FHRU5UEAUSEwoPUVVFUllfTU9ERV9BVVRPEAYySgoMUXVlcnlTZXJ2aWNlEjoKBVF1ZXJ5EhcubWVtc3ZjLnYxLlF1ZXJ5UmVxdWVzdBoYLm1lbXN2Yy52MS5RdWVyeVJlc3BvbnNlYgZwcm90bzM", [file_memsvc_v1_memory]);
+  fileDesc("Ch1tZW1zdmMvdjEvcXVlcnlfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIoEBChBDb252ZXJzYXRpb25UdXJuEh0KBHJvbGUYASABKA4yDy5tZW1zdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRuYW1lGAQgASgJIrQCCgxRdWVyeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRINCgVsaW1pdBgDIAEoBRInCgZmaWx0ZXIYBCABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEiIKBG1vZGUYBSABKA4yFC5tZW1zdmMudjEuUXVlcnlNb2RlEhoKEmFkZGl0aW9uYWxfcXVlcmllcxgGIAMoCRIxCgxyZWNlbnRfdHVybnMYByADKAsyGy5tZW1zdmMudjEuQ29udmVyc2F0aW9uVHVybhIWCg5jb250ZXh0X3dpbmRvdxgIIAEoBRIUCgx0b2tlbl9idWRnZXQYCSABKAUSEgoKc2tpcF9jYWNoZRgKIAEoCBIXCg9pbmNsdWRlX3NvdXJjZXMYCyABKAgiywEKDFJhbmtlZE1lbW9yeRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5Eg0KBXNjb3JlGAIgASgCEjIKD3Njb3JlX2JyZWFrZG93bhgDIAEoCzIZLm1lbXN2Yy52MS5TY29yZUJyZWFrZG93bhIXCg9tYXRjaGVkX3F1ZXJpZXMYBCADKAkSGAoQY29udGV4dF9uZWlnaGJvchgFIAEoCBIiCgdzb3VyY2VzGAYgAygLMhEubWVtc3ZjLnYxLk1lbW9yeSIxCgtTdGFnZVRpbWluZxINCgVzdGFnZRgBIAEoCRITCgtkdXJhdGlvbl9tcxgCIAEoASKJAwoLUXVlcnlSZXBvcnQSIgoEbW9kZRgBIAEoDjIULm1lbXN2Yy52MS5RdWVyeU1vZGUSFQoNc2VsZWN0ZWRfdG9vbBgCIAEoCRIPCgdxdWVyaWVzGAMgAygJEhAKCHNlYXJjaGVzGAQgASgFEhEKCWxsbV9jYWxscxgFIAEoBRITCgtsbG1fdGltZV9tcxgGIAEoARIUCgxpbnB1dF90b2tlbnMYByABKAUSFQoNb3V0cHV0X3Rva2VucxgIIAEoBRImCgZzdGFnZXMYCSADKAsyFi5tZW1zdmMudjEuU3RhZ2VUaW1pbmcSEQoJY2FjaGVfaGl0GAogASgIEhsKE2VtYmVkZGluZ19jYWNoZV9oaXQYCyABKAgSGwoTY2FuZGlkYXRlc19yZWNhbGxlZBgMIAEoBRIdChVkcm9wcGVkX2J5X2ltcG9ydGFuY2UYDSABKAUSEAoIZGVncmFkZWQYDiABKAgSDQoFbm90ZXMYDyADKAkSEgoKY29uZmlkZW5jZRgQIAEoAiKcAQoNUXVlcnlSZXNwb25zZRIpCghtZW1vcmllcxgBIAMoCzIXLm1lbXN2Yy52MS5SYW5rZWRNZW1vcnkSEwoLZXhwbGFuYXRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRImCgZyZXBvcnQYBCABKAsyFi5tZW1zdmMudjEuUXVlcnlSZXBvcnQSDwoHY29udGV4dBgFIAEoCSq6AQoJUXVlcnlNb2RlEhoKFlFVRVJZX01PREVfVU5TUEVDSUZJRUQQABIVChFRVUVSWV9NT0RFX0RJUkVDVBABEhoKFlFVRVJZX01PREVfTVVMVElfUVVFUlkQAhIVChFRVUVSWV9NT0RFX0ZVU0lPThADEhwKGFFVRVJZX01PREVfQVBQTElDQUJJTElUWRAEEhQKEFFVRVJZX01PREVfQUdFTlQQBRITCg9RVUVSWV9NT0RFX0FVVE8QBjJKCgxRdWVyeVNlcnZpY2USOgoFUXVlcnkSFy5tZW1zdmMudjEuUXVlcnlSZXF1ZXN0GhgubWVtc3ZjLnYxLlF1ZXJ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_memsvc_v1_memory]);
 
 /**
- * ConversationTurn is one recent turn of the conversation a query comes from, given as
- * context for query synthesis and applicability scoring.
+ * ConversationTurn is one turn of a conversation: a new turn to remember
+ * (WriteService.AddConversation), or a recent turn of the conversation a query comes from, given
+ * as context for query synthesis and applicability scoring (QueryRequest.recent_turns).
  *
  * @generated from message memsvc.v1.ConversationTurn
  */
 export type ConversationTurn = Message<"memsvc.v1.ConversationTurn"> & {
   /**
-   * Who spoke.
+   * Who spoke: ROLE_USER, ROLE_ASSISTANT or ROLE_SYSTEM; ROLE_USER when unset.
    *
    * @generated from field: memsvc.v1.Role role = 1;
    */
   role: Role;
 
   /**
-   * What was said, at most 4,096 characters.
+   * What was said, 1 to 4,096 characters (AddConversation: 1 to 16,384).
    *
    * @generated from field: string content = 2;
    */
   content: string;
+
+  /**
+   * Optional. When the turn was said; AddConversation uses the call's time when unset. Must not
+   * lie in the future, and the turns of one call must not go back in time. Not read by Query.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 3;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * Optional. The speaker's name ("Melanie"), at most 128 characters; kept (encrypted) with the
+   * turn and used to tell who said what. Not read by Query.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
 };
 
 /**
@@ -123,6 +142,14 @@ export type QueryRequest = Message<"memsvc.v1.QueryRequest"> & {
    * @generated from field: bool skip_cache = 10;
    */
   skipCache: boolean;
+
+  /**
+   * Optional. Return, with each memory derived from others (a memory extracted from a
+   * conversation, a session summary), the memories it was derived from (RankedMemory.sources).
+   *
+   * @generated from field: bool include_sources = 11;
+   */
+  includeSources: boolean;
 };
 
 /**
@@ -173,6 +200,14 @@ export type RankedMemory = Message<"memsvc.v1.RankedMemory"> & {
    * @generated from field: bool context_neighbor = 5;
    */
   contextNeighbor: boolean;
+
+  /**
+   * The memories `memory.source_memory_ids` names, oldest first, when the request set
+   * `include_sources`; a source deleted since is left out.
+   *
+   * @generated from field: repeated memsvc.v1.Memory sources = 6;
+   */
+  sources: Memory[];
 };
 
 /**

@@ -8,13 +8,15 @@ import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Memory, MemoryFilter, MemoryKind, MemoryRecord, MemoryVersion, Role, Tier } from "./memory_pb.js";
 import { file_memsvc_v1_memory } from "./memory_pb.js";
+import type { ConversationTurn } from "./query_service_pb.js";
+import { file_memsvc_v1_query_service } from "./query_service_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file memsvc/v1/write_service.proto.
  */
 export const file_memsvc_v1_write_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tZW1zdmMvdjEvd3JpdGVfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIu8CCglOZXdNZW1vcnkSDwoHY29udGVudBgBIAEoCRIdCgRyb2xlGAIgASgOMg8ubWVtc3ZjLnYxLlJvbGUSIwoEa2luZBgDIAEoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEgwKBHRhZ3MYBCADKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIXCgppbXBvcnRhbmNlGAYgASgCSACIAQESKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh0KBHRpZXIYCCABKA4yDy5tZW1zdmMudjEuVGllchIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAogASgJEi8KC2V4cGlyZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEINCgtfaW1wb3J0YW5jZSJjCg9BZGRNZW1vcnlSZXN1bHQSKAoHb3V0Y29tZRgBIAEoDjIXLm1lbXN2Yy52MS5Xcml0ZU91dGNvbWUSDgoGcmVhc29uGAIgASgJEhYKDnN1cGVyc2VkZWRfaWRzGAMgAygJIk0KEkFkZE1lbW9yaWVzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEiYKCG1lbW9yaWVzGAIgAygLMhQubWVtc3ZjLnYxLk5ld01lbW9yeSJ4ChNBZGRNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIPCgdjcmVhdGVkGAIgAygIEisKB3Jlc3VsdHMYAyADKAsyGi5tZW1zdmMudjEuQWRkTWVtb3J5UmVzdWx0IrwBCgxNZW1vcnlVcGRhdGUSDwoHY29udGVudBgBIAEoCRIMCgR0YWdzGAIgAygJEh0KBHRpZXIYAyABKA4yDy5tZW1zdmMudjEuVGllchISCgppbXBvcnRhbmNlGAQgASgCEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAEKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRInCgZtZW1vcnkYAyABKAsyFy5tZW1zdmMudjEuTWVtb3J5VXBkYXRlEi8KC3VwZGF0ZV9tYXNrGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayI5ChRVcGRhdGVNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5IjIKE0RlbGV0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIWChREZWxldGVNZW1vcnlSZXNwb25zZSIkChFGb3JnZXRVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIisKEkZvcmdldFVzZXJSZXNwb25zZRIVCg1kZWxldGVkX2NvdW50GAEgASgDIi8KEEdldE1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChFHZXRNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5InYKE0xpc3RNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRInCgZmaWx0ZXIYAiABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlQKFExpc3RNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXAoPRmVlZGJhY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIQCgh1c2VkX2lkcxgDIAMoCRISCgp1bnVzZWRfaWRzGAQgAygJIj8KEEZlZWRiYWNrUmVzcG9uc2USFgoOcmVjb3JkZWRfY291bnQYASABKAUSEwoLaWdub3JlZF9pZHMYAiADKAkiXQoXR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJfChhHZXRNZW1vcnlIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5tZW1zdmMudjEuTWVtb3J5VmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoVRXhwb3J0TWVtb3JpZXNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiQgoWRXhwb3J0TWVtb3JpZXNSZXNwb25zZRIoCgdyZWNvcmRzGAEgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJSChVJbXBvcnRNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIoCgdyZWNvcmRzGAIgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJbChZJbXBvcnRNZW1vcmllc1Jlc3BvbnNlEhYKDmltcG9ydGVkX2NvdW50GAEgASgFEhUKDXNraXBwZWRfY291bnQYAiABKAUSEgoKbWVtb3J5X2lkcxgDIAMoCSqTAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIjCh9XUklURV9PVVRDT01FX0lERU1QT1RFTlRfUkVQTEFZEAISJAogV1JJVEVfT1VUQ09NRV9DT05GSVJNRURfRVhJU1RJTkcQAzK0BgoMV3JpdGVTZXJ2aWNlEkwKC0FkZE1lbW9yaWVzEh0ubWVtc3ZjLnYxLkFkZE1lbW9yaWVzUmVxdWVzdBoeLm1lbXN2Yy52MS5BZGRNZW1vcmllc1Jlc3BvbnNlEk8KDFVwZGF0ZU1lbW9yeRIeLm1lbXN2Yy52MS5VcGRhdGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLlVwZGF0ZU1lbW9yeVJlc3BvbnNlEk8KDERlbGV0ZU1lbW9yeRIeLm1lbXN2Yy52MS5EZWxldGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkRlbGV0ZU1lbW9yeVJlc3BvbnNlEkkKCkZvcmdldFVzZXISHC5tZW1zdmMudjEuRm9yZ2V0VXNlclJlcXVlc3QaHS5tZW1zdmMudjEuRm9yZ2V0VXNlclJlc3BvbnNlEkYKCUdldE1lbW9yeRIbLm1lbXN2Yy52MS5HZXRNZW1vcnlSZXF1ZXN0GhwubWVtc3ZjLnYxLkdldE1lbW9yeVJlc3BvbnNlEk8KDExpc3RNZW1vcmllcxIeLm1lbXN2Yy52MS5MaXN0TWVtb3JpZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlEkMKCEZlZWRiYWNrEhoubWVtc3ZjLnYxLkZlZWRiYWNrUmVxdWVzdBobLm1lbXN2Yy52MS5GZWVkYmFja1Jlc3BvbnNlElsKEEdldE1lbW9yeUhpc3RvcnkSIi5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QaIy5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlc3BvbnNlElcKDkV4cG9ydE1lbW9yaWVzEiAubWVtc3ZjLnYxLkV4cG9ydE1lbW9yaWVzUmVxdWVzdBohLm1lbXN2Yy52MS5FeHBvcnRNZW1vcmllc1Jlc3BvbnNlMAESVQoOSW1wb3J0TWVtb3JpZXMSIC5tZW1zdmMudjEuSW1wb3J0TWVtb3JpZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkltcG9ydE1lbW9yaWVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_memsvc_v1_memory]);
+  fileDesc("Ch1tZW1zdmMvdjEvd3JpdGVfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIu8CCglOZXdNZW1vcnkSDwoHY29udGVudBgBIAEoCRIdCgRyb2xlGAIgASgOMg8ubWVtc3ZjLnYxLlJvbGUSIwoEa2luZBgDIAEoDjIVLm1lbXN2Yy52MS5NZW1vcnlLaW5kEgwKBHRhZ3MYBCADKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIXCgppbXBvcnRhbmNlGAYgASgCSACIAQESKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh0KBHRpZXIYCCABKA4yDy5tZW1zdmMudjEuVGllchIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAogASgJEi8KC2V4cGlyZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEINCgtfaW1wb3J0YW5jZSJjCg9BZGRNZW1vcnlSZXN1bHQSKAoHb3V0Y29tZRgBIAEoDjIXLm1lbXN2Yy52MS5Xcml0ZU91dGNvbWUSDgoGcmVhc29uGAIgASgJEhYKDnN1cGVyc2VkZWRfaWRzGAMgAygJIk0KEkFkZE1lbW9yaWVzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEiYKCG1lbW9yaWVzGAIgAygLMhQubWVtc3ZjLnYxLk5ld01lbW9yeSJ4ChNBZGRNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIPCgdjcmVhdGVkGAIgAygIEisKB3Jlc3VsdHMYAyADKAsyGi5tZW1zdmMudjEuQWRkTWVtb3J5UmVzdWx0IoMBChZBZGRDb252ZXJzYXRpb25SZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIqCgV0dXJucxgDIAMoCzIbLm1lbXN2Yy52MS5Db252ZXJzYXRpb25UdXJuEhgKEGZpcnN0X3R1cm5faW5kZXgYBCABKAUixQIKF0FkZENvbnZlcnNhdGlvblJlc3BvbnNlEiAKBXR1cm5zGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIwCgx0dXJuX3Jlc3VsdHMYAiADKAsyGi5tZW1zdmMudjEuQWRkTWVtb3J5UmVzdWx0EiQKCWV4dHJhY3RlZBgDIAMoCzIRLm1lbXN2Yy52MS5NZW1vcnkSNQoRZXh0cmFjdGVkX3Jlc3VsdHMYBCADKAsyGi5tZW1zdmMudjEuQWRkTWVtb3J5UmVzdWx0EiIKB3N1bW1hcnkYBSABKAsyES5tZW1zdmMudjEuTWVtb3J5EicKCWV4dHJhY3RvchgGIAEoDjIULm1lbXN2Yy52MS5FeHRyYWN0b3ISGAoQZXh0cmFjdG9yX3JlYXNvbhgHIAEoCRISCgpsbG1fdG9rZW5zGAggASgDIrwBCgxNZW1vcnlVcGRhdGUSDwoHY29udGVudBgBIAEoCRIMCgR0YWdzGAIgAygJEh0KBHRpZXIYAyABKA4yDy5tZW1zdmMudjEuVGllchISCgppbXBvcnRhbmNlGAQgASgCEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgtleHBpcmVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAEKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRInCgZtZW1vcnkYAyABKAsyFy5tZW1zdmMudjEuTWVtb3J5VXBkYXRlEi8KC3VwZGF0ZV9tYXNrGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayI5ChRVcGRhdGVNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5IjIKE0RlbGV0ZU1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIWChREZWxldGVNZW1vcnlSZXNwb25zZSIkChFGb3JnZXRVc2VyUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJIisKEkZvcmdldFVzZXJSZXNwb25zZRIVCg1kZWxldGVkX2NvdW50GAEgASgDIi8KEEdldE1lbW9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChFHZXRNZW1vcnlSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1zdmMudjEuTWVtb3J5InYKE0xpc3RNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRInCgZmaWx0ZXIYAiABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlQKFExpc3RNZW1vcmllc1Jlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXAoPRmVlZGJhY2tSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIQCgh1c2VkX2lkcxgDIAMoCRISCgp1bnVzZWRfaWRzGAQgAygJIj8KEEZlZWRiYWNrUmVzcG9uc2USFgoOcmVjb3JkZWRfY291bnQYASABKAUSEwoLaWdub3JlZF9pZHMYAiADKAkiXQoXR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJfChhHZXRNZW1vcnlIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5tZW1zdmMudjEuTWVtb3J5VmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoVRXhwb3J0TWVtb3JpZXNSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkiQgoWRXhwb3J0TWVtb3JpZXNSZXNwb25zZRIoCgdyZWNvcmRzGAEgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJSChVJbXBvcnRNZW1vcmllc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIoCgdyZWNvcmRzGAIgAygLMhcubWVtc3ZjLnYxLk1lbW9yeVJlY29yZCJbChZJbXBvcnRNZW1vcmllc1Jlc3BvbnNlEhYKDmltcG9ydGVkX2NvdW50GAEgASgFEhUKDXNraXBwZWRfY291bnQYAiABKAUSEgoKbWVtb3J5X2lkcxgDIAMoCSqTAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIjCh9XUklURV9PVVRDT01FX0lERU1QT1RFTlRfUkVQTEFZEAISJAogV1JJVEVfT1VUQ09NRV9DT05GSVJNRURfRVhJU1RJTkcQAyqJAQoJRXh0cmFjdG9yEhkKFUVYVFJBQ1RPUl9VTlNQRUNJRklFRBAAEhEKDUVYVFJBQ1RPUl9MTE0QARITCg9FWFRSQUNUT1JfUlVMRVMQAhIlCiFFWFRSQUNUT1JfUlVMRVNfQUZURVJfTExNX0ZBSUxVUkUQAxISCg5FWFRSQUNUT1JfTk9ORRAEMo4HCgxXcml0ZVNlcnZpY2USTAoLQWRkTWVtb3JpZXMSHS5tZW1zdmMudjEuQWRkTWVtb3JpZXNSZXF1ZXN0Gh4ubWVtc3ZjLnYxLkFkZE1lbW9yaWVzUmVzcG9uc2USWAoPQWRkQ29udmVyc2F0aW9uEiEubWVtc3ZjLnYxLkFkZENvbnZlcnNhdGlvblJlcXVlc3QaIi5tZW1zdmMudjEuQWRkQ29udmVyc2F0aW9uUmVzcG9uc2USTwoMVXBkYXRlTWVtb3J5Eh4ubWVtc3ZjLnYxLlVwZGF0ZU1lbW9yeVJlcXVlc3QaHy5tZW1zdmMudjEuVXBkYXRlTWVtb3J5UmVzcG9uc2USTwoMRGVsZXRlTWVtb3J5Eh4ubWVtc3ZjLnYxLkRlbGV0ZU1lbW9yeVJlcXVlc3QaHy5tZW1zdmMudjEuRGVsZXRlTWVtb3J5UmVzcG9uc2USSQoKRm9yZ2V0VXNlchIcLm1lbXN2Yy52MS5Gb3JnZXRVc2VyUmVxdWVzdBodLm1lbXN2Yy52MS5Gb3JnZXRVc2VyUmVzcG9uc2USRgoJR2V0TWVtb3J5EhsubWVtc3ZjLnYxLkdldE1lbW9yeVJlcXVlc3QaHC5tZW1zdmMudjEuR2V0TWVtb3J5UmVzcG9uc2USTwoMTGlzdE1lbW9yaWVzEh4ubWVtc3ZjLnYxLkxpc3RNZW1vcmllc1JlcXVlc3QaHy5tZW1zdmMudjEuTGlzdE1lbW9yaWVzUmVzcG9uc2USQwoIRmVlZGJhY2sSGi5tZW1zdmMudjEuRmVlZGJhY2tSZXF1ZXN0GhsubWVtc3ZjLnYxLkZlZWRiYWNrUmVzcG9uc2USWwoQR2V0TWVtb3J5SGlzdG9yeRIiLm1lbXN2Yy52MS5HZXRNZW1vcnlIaXN0b3J5UmVxdWVzdBojLm1lbXN2Yy52MS5HZXRNZW1vcnlIaXN0b3J5UmVzcG9uc2USVwoORXhwb3J0TWVtb3JpZXMSIC5tZW1zdmMudjEuRXhwb3J0TWVtb3JpZXNSZXF1ZXN0GiEubWVtc3ZjLnYxLkV4cG9ydE1lbW9yaWVzUmVzcG9uc2UwARJVCg5JbXBvcnRNZW1vcmllcxIgLm1lbXN2Yy52MS5JbXBvcnRNZW1vcmllc1JlcXVlc3QaIS5tZW1zdmMudjEuSW1wb3J0TWVtb3JpZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_memsvc_v1_memory, file_memsvc_v1_query_service]);
 
 /**
  * NewMemory is one memory to store.
@@ -212,6 +214,124 @@ export const AddMemoriesResponseSchema: GenMessage<AddMemoriesResponse> = /*@__P
   messageDesc(file_memsvc_v1_write_service, 3);
 
 /**
+ * AddConversationRequest is the request of WriteService.AddConversation.
+ *
+ * @generated from message memsvc.v1.AddConversationRequest
+ */
+export type AddConversationRequest = Message<"memsvc.v1.AddConversationRequest"> & {
+  /**
+   * Required. The user the conversation belongs to, 1 to 128 printable characters.
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * Required. The conversation session, 1 to 128 characters of `[A-Za-z0-9_.:/-]`.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * Required. The new turns, oldest first, 1 to 256 per call.
+   *
+   * @generated from field: repeated memsvc.v1.ConversationTurn turns = 3;
+   */
+  turns: ConversationTurn[];
+
+  /**
+   * Optional. The index in the session of the first of `turns` (0 for the session's first
+   * turn); 0 when unset. A turn whose index the session already holds is not stored again, so
+   * a client may resend a whole session.
+   *
+   * @generated from field: int32 first_turn_index = 4;
+   */
+  firstTurnIndex: number;
+};
+
+/**
+ * Describes the message memsvc.v1.AddConversationRequest.
+ * Use `create(AddConversationRequestSchema)` to create a new message.
+ */
+export const AddConversationRequestSchema: GenMessage<AddConversationRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 4);
+
+/**
+ * AddConversationResponse is the response of WriteService.AddConversation.
+ *
+ * @generated from message memsvc.v1.AddConversationResponse
+ */
+export type AddConversationResponse = Message<"memsvc.v1.AddConversationResponse"> & {
+  /**
+   * The evidence memory of each turn of the request, in order: stored by this call, or
+   * earlier for a turn index the session already held.
+   *
+   * @generated from field: repeated memsvc.v1.Memory turns = 1;
+   */
+  turns: Memory[];
+
+  /**
+   * For each turn, what the server did (WRITE_OUTCOME_CREATED or
+   * WRITE_OUTCOME_IDEMPOTENT_REPLAY).
+   *
+   * @generated from field: repeated memsvc.v1.AddMemoryResult turn_results = 2;
+   */
+  turnResults: AddMemoryResult[];
+
+  /**
+   * The memories extracted from this call's new turns, each with `source_memory_ids`.
+   *
+   * @generated from field: repeated memsvc.v1.Memory extracted = 3;
+   */
+  extracted: Memory[];
+
+  /**
+   * For each extracted memory, what the server did (created, confirmed an existing memory,
+   * superseded older ones) and why.
+   *
+   * @generated from field: repeated memsvc.v1.AddMemoryResult extracted_results = 4;
+   */
+  extractedResults: AddMemoryResult[];
+
+  /**
+   * The session's summary after this call, with its source turns; unset while the session is
+   * too short to summarise.
+   *
+   * @generated from field: memsvc.v1.Memory summary = 5;
+   */
+  summary?: Memory | undefined;
+
+  /**
+   * What extracted the memories.
+   *
+   * @generated from field: memsvc.v1.Extractor extractor = 6;
+   */
+  extractor: Extractor;
+
+  /**
+   * Why the rules were used instead of the LLM, when they were; empty otherwise.
+   *
+   * @generated from field: string extractor_reason = 7;
+   */
+  extractorReason: string;
+
+  /**
+   * LLM tokens spent by this call (prompt plus completion); 0 without an LLM.
+   *
+   * @generated from field: int64 llm_tokens = 8;
+   */
+  llmTokens: bigint;
+};
+
+/**
+ * Describes the message memsvc.v1.AddConversationResponse.
+ * Use `create(AddConversationResponseSchema)` to create a new message.
+ */
+export const AddConversationResponseSchema: GenMessage<AddConversationResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_write_service, 5);
+
+/**
  * MemoryUpdate holds the new values of the fields an UpdateMemoryRequest changes.
  *
  * @generated from message memsvc.v1.MemoryUpdate
@@ -265,7 +385,7 @@ export type MemoryUpdate = Message<"memsvc.v1.MemoryUpdate"> & {
  * Use `create(MemoryUpdateSchema)` to create a new message.
  */
 export const MemoryUpdateSchema: GenMessage<MemoryUpdate> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 4);
+  messageDesc(file_memsvc_v1_write_service, 6);
 
 /**
  * UpdateMemoryRequest is the request of WriteService.UpdateMemory.
@@ -308,7 +428,7 @@ export type UpdateMemoryRequest = Message<"memsvc.v1.UpdateMemoryRequest"> & {
  * Use `create(UpdateMemoryRequestSchema)` to create a new message.
  */
 export const UpdateMemoryRequestSchema: GenMessage<UpdateMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 5);
+  messageDesc(file_memsvc_v1_write_service, 7);
 
 /**
  * UpdateMemoryResponse is the response of WriteService.UpdateMemory.
@@ -329,7 +449,7 @@ export type UpdateMemoryResponse = Message<"memsvc.v1.UpdateMemoryResponse"> & {
  * Use `create(UpdateMemoryResponseSchema)` to create a new message.
  */
 export const UpdateMemoryResponseSchema: GenMessage<UpdateMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 6);
+  messageDesc(file_memsvc_v1_write_service, 8);
 
 /**
  * DeleteMemoryRequest is the request of WriteService.DeleteMemory.
@@ -357,7 +477,7 @@ export type DeleteMemoryRequest = Message<"memsvc.v1.DeleteMemoryRequest"> & {
  * Use `create(DeleteMemoryRequestSchema)` to create a new message.
  */
 export const DeleteMemoryRequestSchema: GenMessage<DeleteMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 7);
+  messageDesc(file_memsvc_v1_write_service, 9);
 
 /**
  * DeleteMemoryResponse is the response of WriteService.DeleteMemory.
@@ -372,7 +492,7 @@ export type DeleteMemoryResponse = Message<"memsvc.v1.DeleteMemoryResponse"> & {
  * Use `create(DeleteMemoryResponseSchema)` to create a new message.
  */
 export const DeleteMemoryResponseSchema: GenMessage<DeleteMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 8);
+  messageDesc(file_memsvc_v1_write_service, 10);
 
 /**
  * ForgetUserRequest is the request of WriteService.ForgetUser.
@@ -393,7 +513,7 @@ export type ForgetUserRequest = Message<"memsvc.v1.ForgetUserRequest"> & {
  * Use `create(ForgetUserRequestSchema)` to create a new message.
  */
 export const ForgetUserRequestSchema: GenMessage<ForgetUserRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 9);
+  messageDesc(file_memsvc_v1_write_service, 11);
 
 /**
  * ForgetUserResponse is the response of WriteService.ForgetUser.
@@ -414,7 +534,7 @@ export type ForgetUserResponse = Message<"memsvc.v1.ForgetUserResponse"> & {
  * Use `create(ForgetUserResponseSchema)` to create a new message.
  */
 export const ForgetUserResponseSchema: GenMessage<ForgetUserResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 10);
+  messageDesc(file_memsvc_v1_write_service, 12);
 
 /**
  * GetMemoryRequest is the request of WriteService.GetMemory.
@@ -442,7 +562,7 @@ export type GetMemoryRequest = Message<"memsvc.v1.GetMemoryRequest"> & {
  * Use `create(GetMemoryRequestSchema)` to create a new message.
  */
 export const GetMemoryRequestSchema: GenMessage<GetMemoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 11);
+  messageDesc(file_memsvc_v1_write_service, 13);
 
 /**
  * GetMemoryResponse is the response of WriteService.GetMemory.
@@ -463,7 +583,7 @@ export type GetMemoryResponse = Message<"memsvc.v1.GetMemoryResponse"> & {
  * Use `create(GetMemoryResponseSchema)` to create a new message.
  */
 export const GetMemoryResponseSchema: GenMessage<GetMemoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 12);
+  messageDesc(file_memsvc_v1_write_service, 14);
 
 /**
  * ListMemoriesRequest is the request of WriteService.ListMemories.
@@ -506,7 +626,7 @@ export type ListMemoriesRequest = Message<"memsvc.v1.ListMemoriesRequest"> & {
  * Use `create(ListMemoriesRequestSchema)` to create a new message.
  */
 export const ListMemoriesRequestSchema: GenMessage<ListMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 13);
+  messageDesc(file_memsvc_v1_write_service, 15);
 
 /**
  * ListMemoriesResponse is the response of WriteService.ListMemories.
@@ -534,7 +654,7 @@ export type ListMemoriesResponse = Message<"memsvc.v1.ListMemoriesResponse"> & {
  * Use `create(ListMemoriesResponseSchema)` to create a new message.
  */
 export const ListMemoriesResponseSchema: GenMessage<ListMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 14);
+  messageDesc(file_memsvc_v1_write_service, 16);
 
 /**
  * FeedbackRequest is the request of WriteService.Feedback.
@@ -577,7 +697,7 @@ export type FeedbackRequest = Message<"memsvc.v1.FeedbackRequest"> & {
  * Use `create(FeedbackRequestSchema)` to create a new message.
  */
 export const FeedbackRequestSchema: GenMessage<FeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 15);
+  messageDesc(file_memsvc_v1_write_service, 17);
 
 /**
  * FeedbackResponse is the response of WriteService.Feedback.
@@ -605,7 +725,7 @@ export type FeedbackResponse = Message<"memsvc.v1.FeedbackResponse"> & {
  * Use `create(FeedbackResponseSchema)` to create a new message.
  */
 export const FeedbackResponseSchema: GenMessage<FeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 16);
+  messageDesc(file_memsvc_v1_write_service, 18);
 
 /**
  * GetMemoryHistoryRequest is the request of WriteService.GetMemoryHistory.
@@ -648,7 +768,7 @@ export type GetMemoryHistoryRequest = Message<"memsvc.v1.GetMemoryHistoryRequest
  * Use `create(GetMemoryHistoryRequestSchema)` to create a new message.
  */
 export const GetMemoryHistoryRequestSchema: GenMessage<GetMemoryHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 17);
+  messageDesc(file_memsvc_v1_write_service, 19);
 
 /**
  * GetMemoryHistoryResponse is the response of WriteService.GetMemoryHistory.
@@ -676,7 +796,7 @@ export type GetMemoryHistoryResponse = Message<"memsvc.v1.GetMemoryHistoryRespon
  * Use `create(GetMemoryHistoryResponseSchema)` to create a new message.
  */
 export const GetMemoryHistoryResponseSchema: GenMessage<GetMemoryHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 18);
+  messageDesc(file_memsvc_v1_write_service, 20);
 
 /**
  * ExportMemoriesRequest is the request of WriteService.ExportMemories.
@@ -697,7 +817,7 @@ export type ExportMemoriesRequest = Message<"memsvc.v1.ExportMemoriesRequest"> &
  * Use `create(ExportMemoriesRequestSchema)` to create a new message.
  */
 export const ExportMemoriesRequestSchema: GenMessage<ExportMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 19);
+  messageDesc(file_memsvc_v1_write_service, 21);
 
 /**
  * ExportMemoriesResponse is one message of the ExportMemories stream.
@@ -718,7 +838,7 @@ export type ExportMemoriesResponse = Message<"memsvc.v1.ExportMemoriesResponse">
  * Use `create(ExportMemoriesResponseSchema)` to create a new message.
  */
 export const ExportMemoriesResponseSchema: GenMessage<ExportMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 20);
+  messageDesc(file_memsvc_v1_write_service, 22);
 
 /**
  * ImportMemoriesRequest is the request of WriteService.ImportMemories.
@@ -748,7 +868,7 @@ export type ImportMemoriesRequest = Message<"memsvc.v1.ImportMemoriesRequest"> &
  * Use `create(ImportMemoriesRequestSchema)` to create a new message.
  */
 export const ImportMemoriesRequestSchema: GenMessage<ImportMemoriesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 21);
+  messageDesc(file_memsvc_v1_write_service, 23);
 
 /**
  * ImportMemoriesResponse is the response of WriteService.ImportMemories.
@@ -784,7 +904,7 @@ export type ImportMemoriesResponse = Message<"memsvc.v1.ImportMemoriesResponse">
  * Use `create(ImportMemoriesResponseSchema)` to create a new message.
  */
 export const ImportMemoriesResponseSchema: GenMessage<ImportMemoriesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_write_service, 22);
+  messageDesc(file_memsvc_v1_write_service, 24);
 
 /**
  * WriteOutcome says what AddMemories did with one item.
@@ -829,6 +949,54 @@ export const WriteOutcomeSchema: GenEnum<WriteOutcome> = /*@__PURE__*/
   enumDesc(file_memsvc_v1_write_service, 0);
 
 /**
+ * Extractor says what decided which memories a conversation's turns state.
+ *
+ * @generated from enum memsvc.v1.Extractor
+ */
+export enum Extractor {
+  /**
+   * Not set; never returned by the server.
+   *
+   * @generated from enum value: EXTRACTOR_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The configured LLM extracted the memories.
+   *
+   * @generated from enum value: EXTRACTOR_LLM = 1;
+   */
+  LLM = 1,
+
+  /**
+   * The offline rules extracted the memories (no LLM configured).
+   *
+   * @generated from enum value: EXTRACTOR_RULES = 2;
+   */
+  RULES = 2,
+
+  /**
+   * The LLM failed or answered badly; the offline rules extracted the memories instead.
+   *
+   * @generated from enum value: EXTRACTOR_RULES_AFTER_LLM_FAILURE = 3;
+   */
+  RULES_AFTER_LLM_FAILURE = 3,
+
+  /**
+   * No turn of the call was new, so nothing was extracted.
+   *
+   * @generated from enum value: EXTRACTOR_NONE = 4;
+   */
+  NONE = 4,
+}
+
+/**
+ * Describes the enum memsvc.v1.Extractor.
+ */
+export const ExtractorSchema: GenEnum<Extractor> = /*@__PURE__*/
+  enumDesc(file_memsvc_v1_write_service, 1);
+
+/**
  * WriteService stores, changes, reads and erases the memories of the caller's users.
  *
  * The tenant, project and environment of every call come from the API key in the
@@ -849,6 +1017,23 @@ export const WriteService: GenService<{
     methodKind: "unary";
     input: typeof AddMemoriesRequestSchema;
     output: typeof AddMemoriesResponseSchema;
+  },
+  /**
+   * AddConversation stores new turns of one conversation session and decides what to remember
+   * from them: every turn as evidence (a MEMORY_KIND_EPISODE memory with its role, session, time
+   * and speaker), the facts, preferences, decisions, commitments and recommendations the turns
+   * state (each naming its source turns, and reviewed against the user's memories as
+   * AddMemories reviews them), and a summary of the session, refreshed as it grows. A turn is
+   * identified by its index in the session, so resending turns stores each one once. The turns
+   * of a call are stored all or none; what is derived from them is finished by the server if
+   * the call is interrupted after the turns were stored.
+   *
+   * @generated from rpc memsvc.v1.WriteService.AddConversation
+   */
+  addConversation: {
+    methodKind: "unary";
+    input: typeof AddConversationRequestSchema;
+    output: typeof AddConversationResponseSchema;
   },
   /**
    * UpdateMemory changes the fields named in the update mask. Changing the content re-embeds it.

@@ -1,0 +1,231 @@
+"""What a conversation's turns state, as memories: the extractor contract and the offline rules.
+
+An extractor reads a batch of turns and proposes memories, each naming the turns it came from.
+The rules extract only what they reliably can: first-person statements of preference, identity,
+relation, plan and decision, and advice given to the other party. A named speaker's "I" becomes
+the name ("Melanie loves pottery"), so a memory stays true when read outside its session, and
+relative dates are resolved against the time the turn was said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from memsvc.deadline import Deadline
+from memsvc.domain.models import MemoryKind, Role, SpokenTurn
+from memsvc.llm.dates import resolve_date_phrase
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """A turn of the session as stored: its evidence memory's id and the time it was said."""
+
+    memory_id: str
+    turn: SpokenTurn
+    at: float
+
+
+@dataclass(frozen=True)
+class ExtractedMemory:
+    content: str
+    kind: MemoryKind
+    role: Role
+    source_ids: tuple[str, ...]
+
+
+class ExtractorKind(StrEnum):
+    LLM = "llm"
+    RULES = "rules"
+    RULES_AFTER_LLM_FAILURE = "rules_after_llm_failure"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    memories: tuple[ExtractedMemory, ...]
+    extractor: ExtractorKind
+    reason: str = ""
+    llm_tokens: int = 0
+
+
+class TurnExtractor(Protocol):
+    async def extract(
+        self, turns: Sequence[StoredTurn], context: Sequence[StoredTurn], deadline: Deadline
+    ) -> Extraction:
+        """Memories stated by `turns`; `context` holds the session's turns just before them."""
+        ...
+
+
+# -- the offline rules ------------------------------------------------------------------------
+
+_LEAD = re.compile(
+    r"^(?:(?:oh|ah|yeah|yes|yep|well|so|wow|haha|hey|hi|honestly|actually|btw|by the way|and|but|also|plus|"
+    r"anyway|omg|ok|okay|sure|right|true|totally|exactly|definitely|thanks|thank you)\b[\s,!.:-]*)+",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_FEELING = r"(?:love|like|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand)"
+_ADVERBS = r"(?:(?:really|absolutely|just|totally|also|still|truly|honestly|definitely|kind of|sort of)\s+)*"
+_RELATIONS = (
+    r"name|wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|son|daughter|kids?|children|child|mom|mum|mother|"
+    r"dad|father|sister|brother|siblings?|friend|best friend|dog|cat|puppy|kitten|pets?|family|parents|"
+    r"grand(?:ma|mother|pa|father|parents)|job|boss|team|company|home|house|hometown|birthday|favou?rite \w+"
+)
+_RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), kind)
+    for pattern, kind in (
+        (rf"^I\s+{_ADVERBS}{_FEELING}\b", MemoryKind.PREFERENCE),
+        (
+            r"^I(?:'m| am)\s+(?:a\s+)?(?:big\s+|huge\s+)?(?:fan of|into|passionate about|obsessed with)\b",
+            MemoryKind.PREFERENCE,
+        ),
+        (r"^my\s+favou?rite\b", MemoryKind.PREFERENCE),
+        (
+            r"^I(?:'ve| have)\s+(?:decided|chosen|picked|opted)\b|^I\s+(?:decided|chose|picked|opted)\b",
+            MemoryKind.DECISION,
+        ),
+        (
+            r"^I(?:'m| am)\s+(?:going|planning|hoping|about|thinking of|considering|looking forward)\b|"
+            r"^I\s+(?:plan|intend|want|hope|promise|need)\s+to\b|^I(?:'ll| will)\b",
+            MemoryKind.COMMITMENT,
+        ),
+        (
+            r"^I(?:'m| am)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
+            r"engaged|pregnant|retired|vegan|vegetarian|allergic)|"
+            r"^I\s+(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
+            r"signed up|enrolled|volunteer|teach|own|run)\b|"
+            r"^I(?:'ve| have)\s+(?:got\s+)?(?:an?|two|three|four|five|\d+)\s+\w+|^I(?:'ve| have)\s+been\s+\w+ing\b|"
+            rf"^my\s+(?:{_RELATIONS})\b",
+            MemoryKind.FACT,
+        ),
+    )
+)
+_ADVICE = re.compile(
+    r"\b(?:I(?:'d| would)?\s+(?:recommend|suggest)|you\s+(?:should|could|might want to|may want to|ought to)|"
+    r"(?:why not|how about)\s+\w+|(?:^|\s)(?:try|consider)\s+\w+)",
+    re.IGNORECASE,
+)
+# Something the speaker did; extracted only when the sentence says when.
+_EVENT = re.compile(
+    r"^(?:I|we)\s+(?:\w+\s+)?(?:\w+ed|went|ran|got|took|made|saw|met|won|bought|had|did|gave|"
+    r"wrote|found|read|began|came|left|lost|sold|flew|drove|built|taught|held)\b",
+    re.IGNORECASE,
+)
+_MIN_WORDS = 3
+_MAX_CHARS = 400
+
+# Verbs that follow "I" in the rules, and their third person.
+_THIRD_PERSON = {"am": "is", "have": "has", "do": "does", "go": "goes"}
+
+
+def _third_person(verb: str) -> str:
+    low = verb.lower()
+    if low in _THIRD_PERSON:
+        return _THIRD_PERSON[low]
+    past_or_modal = {"was", "will", "would", "can", "could", "should", "might", "must", "went", "got", "made", "took"}
+    if low in past_or_modal or (low.endswith("ed") and not low.endswith("eed")) or not low.isalpha():
+        return verb
+    if re.search(r"(?:s|sh|ch|x|z|o)$", low):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", low):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+_FIRST_PERSON = re.compile(
+    r"\bI(?:'(?P<contraction>m|ve|ll|d)\b|(?P<adverbs>(?:\s+(?:really|absolutely|just|totally|also|still|truly|"
+    r"never|always|often|usually|recently|finally|actually))*)\s+(?P<verb>[a-z]+)\b)"
+)
+_CONTRACTIONS = {"m": "is", "ve": "has", "ll": "will", "d": "would"}
+
+
+def as_said_by(sentence: str, name: str) -> str:
+    """A first-person sentence told of `name`: "I love my cats" -> "Melanie loves Melanie's cats"."""
+
+    def subject(m: re.Match[str]) -> str:
+        if m.group("contraction"):
+            return f"{name} {_CONTRACTIONS[m.group('contraction')]}"
+        return f"{name}{m.group('adverbs')} {_third_person(m.group('verb'))}"
+
+    sentence = _FIRST_PERSON.sub(subject, sentence)
+    sentence = re.sub(r"\b(?:my|mine)\b", f"{name}'s", sentence, flags=re.IGNORECASE)
+    sentence = re.sub(r"\b(?:me|myself)\b", name, sentence)
+    return re.sub(r"\bI\b", name, sentence)
+
+
+def _with_dates(text: str, said_at: float) -> str:
+    resolved = resolve_date_phrase(text, said_at)
+    if resolved is None:
+        return text
+    phrase, words = resolved
+    return text.replace(phrase, f"{phrase} ({words})", 1)
+
+
+def _sentences(content: str) -> list[str]:
+    out = []
+    for raw in _SENTENCE.split(" ".join(content.split())):
+        sentence = _LEAD.sub("", raw).strip()
+        if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
+            sentence = sentence[0].upper() + sentence[1:]
+        out.append(sentence)
+    return out
+
+
+def _statement(sentence: str) -> bool:
+    return not sentence.endswith("?") and len(sentence.split()) >= _MIN_WORDS and len(sentence) <= _MAX_CHARS
+
+
+def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
+    """What the rules find in one turn; `addressee` is who the turn answers (for advice)."""
+    speaker = turn.turn.speaker_name
+    role = turn.turn.role
+    out: list[ExtractedMemory] = []
+    for sentence in _sentences(turn.turn.content):
+        if not _statement(sentence):
+            continue
+        kind = next((k for pattern, k in _RULES if pattern.search(sentence)), None)
+        if kind is None and _EVENT.search(sentence) and resolve_date_phrase(sentence, turn.at) is not None:
+            kind = MemoryKind.EPISODE  # what happened when: worth it only with a date to resolve
+        if kind is not None:
+            text = sentence
+            if speaker:  # "we" is the speaker and others: keep it, say who spoke
+                text = (
+                    f"{speaker} said: {sentence}"
+                    if re.match(r"we\b", sentence, re.I)
+                    else as_said_by(sentence, speaker)
+                )
+        elif _ADVICE.search(sentence) and (role is Role.ASSISTANT or addressee):
+            kind = MemoryKind.RECOMMENDATION
+            adviser = speaker or ("The assistant" if role is Role.ASSISTANT else "The user")
+            text = f"{adviser} recommended{f' to {addressee}' if addressee else ''}: {sentence}"
+        else:
+            continue
+        if not text.endswith((".", "!")):
+            text += "."
+        out.append(ExtractedMemory(_with_dates(text, turn.at), kind, role, (turn.memory_id,)))
+    return out
+
+
+class RuleExtractor:
+    """The offline extractor: no network, the same answer every time."""
+
+    async def extract(
+        self, turns: Sequence[StoredTurn], context: Sequence[StoredTurn], deadline: Deadline
+    ) -> Extraction:
+        return Extraction(tuple(extract_by_rules(turns, context)), ExtractorKind.RULES)
+
+
+def extract_by_rules(turns: Sequence[StoredTurn], context: Sequence[StoredTurn]) -> list[ExtractedMemory]:
+    out: list[ExtractedMemory] = []
+    previous = context[-1] if context else None
+    for turn in turns:
+        addressee = ""
+        if previous is not None and previous.turn.speaker_name != turn.turn.speaker_name:
+            addressee = previous.turn.speaker_name
+        out += rule_memories(turn, addressee)
+        previous = turn
+    return out

@@ -1,0 +1,83 @@
+"""Session summaries (level 1 above the level-0 turns): the extractive summarizer.
+
+Without an LLM the summary is the session's most distinctive turns in order: those whose words
+the rest of the session does not repeat (names, places, numbers weigh more), so that small talk
+never makes it in. Each summary names the turns it quotes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from memsvc.llm.text import content_words, named_entities
+from memsvc.pipeline.write.extraction import StoredTurn
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_QUOTE_CHARS = 220
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    content: str
+    source_ids: tuple[str, ...]
+
+
+class SessionSummarizer(Protocol):
+    async def summarize(self, session_id: str, turns: Sequence[StoredTurn]) -> SessionSummary | None:
+        """A summary of the session's turns (oldest first), or None while it is too short."""
+        ...
+
+
+def _day(at: float) -> str:
+    day = datetime.fromtimestamp(at, UTC)
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def _quote(content: str) -> str:
+    """The turn's first sentences, up to a quote's length."""
+    out = ""
+    for sentence in _SENTENCE_END.split(" ".join(content.split())):
+        if out and len(out) + len(sentence) > _QUOTE_CHARS:
+            break
+        out = f"{out} {sentence}".strip()
+    return out if len(out) <= _QUOTE_CHARS else out[: _QUOTE_CHARS - 3].rstrip() + "..."
+
+
+class ExtractiveSummarizer:
+    def __init__(self, min_turns: int = 4, max_quotes: int = 6) -> None:
+        self._min_turns = min_turns
+        self._max_quotes = max_quotes
+
+    async def summarize(self, session_id: str, turns: Sequence[StoredTurn]) -> SessionSummary | None:
+        if len(turns) < self._min_turns:
+            return None
+        words = [set(content_words(t.turn.content)) for t in turns]
+        entities = [set(named_entities(t.turn.content)) for t in turns]
+        frequency = Counter(w for bag in words for w in bag)
+        n = len(turns)
+
+        def distinctiveness(k: int) -> float:
+            if len(words[k]) < 3:
+                return 0.0  # "haha yes!" says nothing a summary needs
+            idf = sum(math.log(1 + n / frequency[w]) for w in words[k])
+            return (idf + 2.0 * len(entities[k])) / math.sqrt(len(words[k]))
+
+        wanted = min(self._max_quotes, max(2, n // 5))
+        ranked = sorted((k for k in range(n) if distinctiveness(k) > 0), key=distinctiveness, reverse=True)
+        chosen = sorted(ranked[:wanted])
+        if not chosen:
+            return None
+        speakers = sorted({t.turn.speaker_name or t.turn.role.value for t in turns})
+        first, last = _day(turns[0].at), _day(turns[-1].at)
+        when = first if first == last else f"{first} to {last}"
+        lines = [f"Conversation {session_id} on {when} between {' and '.join(speakers)}:"]
+        for k in chosen:
+            turn = turns[k].turn
+            lines.append(f"{turn.speaker_name or turn.role.value}: {_quote(turn.content)}")
+        return SessionSummary("\n".join(lines), tuple(turns[k].memory_id for k in chosen))

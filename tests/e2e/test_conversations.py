@@ -1,0 +1,433 @@
+"""AddConversation over gRPC against a real server (Milvus Lite, SQLite, the local model)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+
+from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
+from tests.conftest import RunningServer, ServerFactory
+from tests.e2e.test_core import all_filter, error_of, query
+from tests.e2e.test_retrieval_modes import ScriptedLlm
+
+pytestmark = pytest.mark.e2e
+
+DAY = 86_400.0
+MAY_8_2023 = 1_683_540_000.0  # 8 May 2023, 10:00 UTC
+
+
+def ts(seconds: float) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromNanoseconds(int(seconds * 1e9))
+    return out
+
+
+def turn(content: str, name: str = "", role: int = memory_pb2.ROLE_USER, at: float | None = None) -> Any:
+    msg = query_service_pb2.ConversationTurn(role=role, content=content, name=name)
+    if at is not None:
+        msg.create_time.CopyFrom(ts(at))
+    return msg
+
+
+def add_conversation(s: RunningServer, user: str, session: str, turns: list[Any], first: int = 0) -> Any:
+    request = write_service_pb2.AddConversationRequest(
+        user_id=user, session_id=session, turns=turns, first_turn_index=first
+    )
+    return s.writes.AddConversation(request, metadata=s.md)
+
+
+# Chatter around the exchange under test, so that a query cannot return everything.
+CHATTER = [
+    "I started a pottery class on Tuesdays and made a lopsided bowl.",
+    "The weather has been rainy all week, so I stayed in and read.",
+    "My brother is visiting next month and we plan to go camping.",
+    "Work has been busy, we are launching a new product in June.",
+    "I baked sourdough bread for the first time, it came out dense.",
+    "We watched a documentary about volcanoes in Iceland last night.",
+    "I have been learning to play the guitar, chords are hard.",
+    "The neighbours are renovating their kitchen and it is noisy.",
+    "I signed up for a half marathon in the autumn.",
+    "Our book club is reading a novel set in Tokyo.",
+]
+
+
+def chatter(at: float) -> list[Any]:
+    return [turn(c, "Caroline" if i % 2 else "Melanie", at=at + i) for i, c in enumerate(CHATTER)]
+
+
+PETS = [
+    turn("Hey Mel! What are the names of your pets?", "Caroline", at=MAY_8_2023),
+    turn("Luna and Oliver! They are both cats.", "Melanie", at=MAY_8_2023 + 60),
+    turn("So cute. I went hiking near the lake yesterday.", "Caroline", at=MAY_8_2023 + 120),
+]
+
+
+def test_every_turn_is_kept_as_evidence_with_its_role_session_time_and_speaker(server: RunningServer) -> None:
+    response = add_conversation(server, "mel", "s1", PETS)
+    assert [m.content for m in response.turns] == [t.content for t in PETS]
+    assert all(r.outcome == write_service_pb2.WRITE_OUTCOME_CREATED for r in response.turn_results)
+    reply = response.turns[1]
+    assert reply.kind == memory_pb2.MEMORY_KIND_EPISODE
+    assert reply.session_id == "s1" and reply.speaker_name == "Melanie"
+    assert reply.create_time.seconds == int(MAY_8_2023 + 60)
+    fetched = server.writes.GetMemory(
+        write_service_pb2.GetMemoryRequest(user_id="mel", id=reply.id), metadata=server.md
+    )
+    assert fetched.memory.content == "Luna and Oliver! They are both cats."  # the bare turn, not the index text
+    assert fetched.memory.speaker_name == "Melanie"
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(user_id="mel", page_size=50, filter=all_filter()), metadata=server.md
+    )
+    assert {m.id for m in listed.memories} >= {m.id for m in response.turns}
+
+
+def test_a_reply_is_found_by_the_words_of_the_question_it_answers(server: RunningServer) -> None:
+    add_conversation(server, "mel", "s0", chatter(MAY_8_2023 - DAY))
+    turns = add_conversation(server, "mel", "s1", PETS).turns
+    found = query(server, "mel", "What are Melanie's pets' names?", filter=all_filter(), limit=2)
+    assert turns[1].id in [r.memory.id for r in found.memories]
+    # A reply in a later call still gets the question of the stored turn before it as context.
+    later = add_conversation(
+        server, "mel", "s2", [turn("Which city did you move to last spring?", "Caroline", at=MAY_8_2023 + DAY)]
+    )
+    reply = add_conversation(server, "mel", "s2", [turn("Porto, finally!", "Melanie", at=MAY_8_2023 + DAY)], first=1)
+    found = query(server, "mel", "Which city did Melanie move to?", filter=all_filter(), limit=2)
+    assert reply.turns[0].id in [r.memory.id for r in found.memories]
+    assert later.turns[0].id != reply.turns[0].id
+
+
+def test_resending_a_session_stores_each_turn_once(server: RunningServer) -> None:
+    first = add_conversation(server, "mel", "s1", PETS[:2])
+    again = add_conversation(server, "mel", "s1", PETS)
+    assert [m.id for m in again.turns[:2]] == [m.id for m in first.turns]
+    outcomes = [r.outcome for r in again.turn_results]
+    assert outcomes == [write_service_pb2.WRITE_OUTCOME_IDEMPOTENT_REPLAY] * 2 + [
+        write_service_pb2.WRITE_OUTCOME_CREATED
+    ]
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(user_id="mel", page_size=50, filter=all_filter()), metadata=server.md
+    )
+    turns = [m for m in listed.memories if m.kind == memory_pb2.MEMORY_KIND_EPISODE and not m.source_memory_ids]
+    assert sorted(m.content for m in turns) == sorted(t.content for t in PETS)
+
+
+def test_turns_are_evidence_never_merged_with_each_other(server: RunningServer) -> None:
+    response = add_conversation(server, "mel", "s3", [turn("ok"), turn("ok"), turn("ok")])
+    assert len({m.id for m in response.turns}) == 3
+    assert all(r.outcome == write_service_pb2.WRITE_OUTCOME_CREATED for r in response.turn_results)
+
+
+def test_bad_conversations_are_invalid_arguments_naming_the_field_and_store_nothing(server: RunningServer) -> None:
+    now = time.time()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"session_id": ""}, "session_id"),
+        ({"session_id": "bad session!"}, "session_id"),
+        ({"turns": []}, "turns"),
+        ({"turns": [turn("fine"), turn("   ")]}, "turns[1].content"),
+        ({"turns": [turn("late", at=now), turn("early", at=now - 60)]}, "turns[1].create_time"),
+        ({"turns": [turn("from the future", at=now + 10 * DAY)]}, "turns[0].create_time"),
+        ({"turns": [turn("x", role=9)]}, "turns[0].role"),
+        ({"turns": [turn("x", name=" padded ")]}, "turns[0].name"),
+        ({"turns": [turn("x")] * 257}, "turns"),
+        ({"first_turn_index": -1}, "first_turn_index"),
+        ({"user_id": ""}, "user_id"),
+    ]
+    for change, field in cases:
+        fields: dict[str, Any] = {"user_id": "eve", "session_id": "s1", "turns": [turn("hello there")]}
+        fields.update(change)
+        request = write_service_pb2.AddConversationRequest(**fields)
+        code, violations, _ = error_of(lambda r=request: server.writes.AddConversation(r, metadata=server.md))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, change
+        assert field in violations, (change, violations)
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(user_id="eve", page_size=50, filter=all_filter()), metadata=server.md
+    )
+    assert list(listed.memories) == []
+
+
+def test_the_index_text_is_sealed_like_the_content(server: RunningServer) -> None:
+    canary = "quokka-canary-5521"
+    add_conversation(server, "mel", "s9", [turn(f"Do you remember the {canary}?", "Caroline"), turn("Yes!", "Mel")])
+    server.run(server.components.index.close())
+    for path in server.components.settings.data_dir.rglob("*"):
+        if path.is_file():
+            assert canary.encode() not in path.read_bytes(), f"plaintext found in {path}"
+
+
+SESSION = [
+    turn("Hi Mel! How was your week?", "Caroline", at=MAY_8_2023),
+    turn("I went to a pottery workshop yesterday and made a bowl.", "Melanie", at=MAY_8_2023 + 10),
+    turn("That sounds lovely. I'm planning to visit Sweden next month with my mom.", "Caroline", at=MAY_8_2023 + 20),
+    turn(
+        "My favourite place there is Gothenburg. You should try the fika at Da Matteo.", "Melanie", at=MAY_8_2023 + 30
+    ),
+    turn("haha yes!", "Caroline", at=MAY_8_2023 + 40),
+    turn("I love painting sunsets with my kids on weekends.", "Melanie", at=MAY_8_2023 + 50),
+]
+
+
+def test_extracted_memories_name_their_source_turns_with_the_speaker_and_dates_resolved(server: RunningServer) -> None:
+    response = add_conversation(server, "mel", "s1", SESSION)
+    assert response.extractor == write_service_pb2.EXTRACTOR_RULES
+    turn_ids = [m.id for m in response.turns]
+    extracted = {m.content: m for m in response.extracted}
+    pottery = extracted["Melanie went to a pottery workshop yesterday (7 May 2023) and made a bowl."]
+    assert list(pottery.source_memory_ids) == [turn_ids[1]]
+    assert pottery.kind == memory_pb2.MEMORY_KIND_EPISODE
+    plan = next(m for m in response.extracted if m.kind == memory_pb2.MEMORY_KIND_COMMITMENT)
+    assert plan.content == "Caroline is planning to visit Sweden next month (June 2023) with Caroline's mom."
+    assert list(plan.source_memory_ids) == [turn_ids[2]]
+    kinds = {m.kind for m in response.extracted}
+    assert {memory_pb2.MEMORY_KIND_PREFERENCE, memory_pb2.MEMORY_KIND_RECOMMENDATION} <= kinds
+    assert all(r.outcome == write_service_pb2.WRITE_OUTCOME_CREATED for r in response.extracted_results)
+    # Visible through GetMemory with its sources, and findable by Query.
+    got = server.writes.GetMemory(write_service_pb2.GetMemoryRequest(user_id="mel", id=plan.id), metadata=server.md)
+    assert list(got.memory.source_memory_ids) == [turn_ids[2]]
+    found = query(server, "mel", "When is Caroline going to Sweden?", filter=all_filter(), limit=3)
+    assert plan.id in [r.memory.id for r in found.memories]
+
+
+def test_extracted_memories_go_through_the_write_review(server: RunningServer) -> None:
+    first = add_conversation(server, "mel", "s1", [turn("I love painting sunsets with my kids.", "Melanie")])
+    [statement] = first.extracted
+    again = add_conversation(server, "mel", "s2", [turn("I love painting sunsets with my kids!", "Melanie")])
+    assert again.extracted_results[0].outcome == write_service_pb2.WRITE_OUTCOME_CONFIRMED_EXISTING
+    assert again.extracted[0].id == statement.id and again.extracted[0].confirmation_count == 2
+    moved = add_conversation(server, "mel", "s3", [turn("I live in Boston with my family.", "Melanie", at=MAY_8_2023)])
+    later = add_conversation(
+        server, "mel", "s4", [turn("I live in Denver with my family now.", "Melanie", at=MAY_8_2023 + 30 * DAY)]
+    )
+    assert list(later.extracted_results[0].superseded_ids) == [moved.extracted[0].id]
+
+
+def test_a_session_summary_quotes_its_distinctive_turns_and_grows_with_the_session(server: RunningServer) -> None:
+    response = add_conversation(server, "mel", "s1", SESSION)
+    summary = response.summary
+    assert summary.kind == memory_pb2.MEMORY_KIND_SUMMARY and summary.session_id == "s1"
+    assert summary.content.startswith("Conversation s1 on 8 May 2023 between Caroline and Melanie:")
+    turn_ids = [m.id for m in response.turns]
+    assert set(summary.source_memory_ids) <= set(turn_ids) and summary.source_memory_ids
+    assert turn_ids[4] not in summary.source_memory_ids  # "haha yes!" is not summary material
+    more = [
+        turn("We adopted a puppy named Biscuit from the shelter in Portland.", "Melanie", at=MAY_8_2023 + 60),
+        turn("Biscuit chewed through my running shoes on Sunday.", "Melanie", at=MAY_8_2023 + 70),
+        turn("Next month I start a new job as a nurse at Mercy Hospital.", "Caroline", at=MAY_8_2023 + 80),
+        turn("Congratulations on the nursing job at Mercy!", "Melanie", at=MAY_8_2023 + 90),
+    ]
+    grown = add_conversation(server, "mel", "s1", more, first=len(SESSION))
+    assert grown.summary.id == summary.id  # one summary per session, refreshed
+    assert set(grown.summary.source_memory_ids) & {m.id for m in grown.turns}
+    history = server.writes.GetMemoryHistory(
+        write_service_pb2.GetMemoryHistoryRequest(user_id="mel", id=summary.id), metadata=server.md
+    )
+    assert [v.change for v in history.versions] == [memory_pb2.MEMORY_CHANGE_CREATE, memory_pb2.MEMORY_CHANGE_UPDATE]
+    assert "source_memory_ids" in history.versions[1].changed_fields
+
+
+def test_what_a_crash_left_underived_is_finished_by_the_reconciler(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memsvc.errors import Unavailable
+
+    conversations = server.components.conversations
+
+    async def crash(*args: Any, **kwargs: Any) -> Any:
+        raise Unavailable("the process died here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(conversations, "_derive", crash)
+        code, _, _ = error_of(lambda: add_conversation(server, "mel", "s1", SESSION))
+    assert code == grpc.StatusCode.UNAVAILABLE
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(user_id="mel", page_size=50, filter=all_filter()), metadata=server.md
+    )
+    assert len(listed.memories) == len(SESSION)  # the turns stand, nothing derived yet
+    # A retry finds every turn stored and derives nothing itself; the reconciler does.
+    retry = add_conversation(server, "mel", "s1", SESSION)
+    assert retry.extractor == write_service_pb2.EXTRACTOR_NONE
+    result = server.run(server.components.reconciler.run_once(min_age_s=0))
+    assert result.turns_extracted == len(SESSION)
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(user_id="mel", page_size=50, filter=all_filter()), metadata=server.md
+    )
+    kinds = [m.kind for m in listed.memories]
+    assert kinds.count(memory_pb2.MEMORY_KIND_SUMMARY) == 1
+    derived = [m for m in listed.memories if m.source_memory_ids]
+    assert len(derived) > 2
+    assert server.run(server.components.reconciler.run_once(min_age_s=0)).turns_extracted == 0
+
+
+# -- the LLM extractor against a scripted OpenAI-compatible endpoint -------------------------------
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLlm]:
+    scripted = ScriptedLlm()
+    yield scripted
+    scripted.close()
+
+
+def extraction_calls(llm: ScriptedLlm) -> list[dict[str, Any]]:
+    return [c for c in llm.calls if "long-term memory keeps" in c["messages"][0]["content"]]
+
+
+GOOD = {
+    "memories": [
+        {
+            "content": "Melanie went to a pottery workshop on 7 May 2023 and made a bowl.",
+            "kind": "episode",
+            "speaker": "Melanie",
+            "source_turns": [2],
+        },
+        {
+            "content": "Caroline plans to visit Sweden in June 2023 with her mother.",
+            "kind": "commitment",
+            "speaker": "Caroline",
+            "source_turns": [3],
+        },
+    ]
+}
+
+
+SECOND_BATCH = {
+    "memories": [
+        {
+            "content": "Melanie loves painting sunsets with her kids on weekends.",
+            "kind": "preference",
+            "speaker": "Melanie",
+            "source_turns": [2],
+        }
+    ]
+}
+
+
+def test_the_llm_extracts_one_call_per_batch_with_the_schema_and_counts_tokens(
+    server_factory: ServerFactory, llm: ScriptedLlm
+) -> None:
+    def script(system: str, user: str) -> tuple[str, float]:
+        if "long-term memory keeps" not in system:
+            return '{"contradicted": []}', 0.0
+        return json.dumps(GOOD if "[3]" in user else SECOND_BATCH), 0.0
+
+    llm.script = script
+    s = server_factory(llm_base_url=llm.base_url, llm_model="scripted", extraction_batch_turns=4)
+    response = add_conversation(s, "mel", "s1", SESSION)
+    assert response.extractor == write_service_pb2.EXTRACTOR_LLM and not response.extractor_reason
+    calls = extraction_calls(llm)
+    assert len(calls) == 2  # six turns in batches of four: never one call per turn
+    assert calls[0]["response_format"]["type"] == "json_schema"
+    assert "[2] (08 May 2023 10:00) Melanie (user): I went to a pottery workshop" in calls[0]["messages"][1]["content"]
+    assert response.llm_tokens == 2 * 120
+    turn_ids = [m.id for m in response.turns]
+    got = {m.content: list(m.source_memory_ids) for m in response.extracted}
+    assert got["Melanie went to a pottery workshop on 7 May 2023 and made a bowl."] == [turn_ids[1]]
+    assert got["Caroline plans to visit Sweden in June 2023 with her mother."] == [turn_ids[2]]
+    assert got["Melanie loves painting sunsets with her kids on weekends."] == [turn_ids[5]]
+
+
+def reply_for_rules_fallback(text: str, delay: float = 0.0) -> Any:
+    def script(system: str, user: str) -> tuple[str, float]:
+        if "long-term memory keeps" in system:
+            return text, delay
+        return '{"contradicted": []}', 0.0
+
+    return script
+
+
+@pytest.mark.parametrize(
+    ("reply", "delay", "why"),
+    [
+        ("Sure! Melanie likes pottery.", 0.0, "malformed reply"),
+        (
+            json.dumps({"memories": [{"content": "x", "kind": "mood", "speaker": "Melanie", "source_turns": [2]}]}),
+            0.0,
+            "kind",
+        ),
+        ('{"memories": []}', 3.0, "timeout"),
+        (
+            json.dumps(
+                {
+                    "memories": [
+                        {
+                            "content": "Caroline made a bowl.",
+                            "kind": "episode",
+                            "speaker": "Caroline",
+                            "source_turns": [2],
+                        }
+                    ]
+                }
+            ),
+            0.0,
+            "names 'Caroline' as its speaker, but turns [2] were said by Melanie",
+        ),
+        (
+            json.dumps({"memories": [{"content": "x", "kind": "fact", "speaker": "Melanie", "source_turns": [9]}]}),
+            0.0,
+            "not all new turns",
+        ),
+    ],
+    ids=["malformed-json", "unknown-kind", "timeout", "wrong-speaker", "cites-unknown-turn"],
+)
+def test_a_bad_or_failing_llm_answer_falls_back_to_the_rules_never_to_a_lost_turn(
+    server_factory: ServerFactory, llm: ScriptedLlm, reply: str, delay: float, why: str
+) -> None:
+    llm.script = reply_for_rules_fallback(reply, delay)
+    s = server_factory(llm_base_url=llm.base_url, extraction_timeout_s=0.5)
+    response = add_conversation(s, "mel", "s1", SESSION)
+    assert response.extractor == write_service_pb2.EXTRACTOR_RULES_AFTER_LLM_FAILURE
+    assert why in response.extractor_reason
+    assert len(response.turns) == len(SESSION)
+    contents = [m.content for m in response.extracted]
+    assert "Melanie went to a pottery workshop yesterday (7 May 2023) and made a bowl." in contents
+
+
+def test_a_query_returns_what_a_derived_memory_came_from_when_asked(server: RunningServer) -> None:
+    response = add_conversation(server, "mel", "s1", SESSION)
+    plan = next(m for m in response.extracted if m.kind == memory_pb2.MEMORY_KIND_COMMITMENT)
+    asked = query(server, "mel", "When is Caroline going to Sweden?", filter=all_filter(), include_sources=True)
+    found = next(r for r in asked.memories if r.memory.id == plan.id)
+    assert [s.content for s in found.sources] == [SESSION[2].content]
+    assert [s.speaker_name for s in found.sources] == ["Caroline"]
+    plain = query(server, "mel", "When is Caroline going to Sweden?", filter=all_filter())
+    assert all(not r.sources for r in plain.memories)
+
+
+def test_a_summary_goes_stale_when_what_it_quotes_is_superseded_or_deleted_and_fresh_when_rewritten(
+    server: RunningServer,
+) -> None:
+    boston = turn("I live in Boston near Fenway Park with my family and our dog Rex.", "Melanie", at=MAY_8_2023)
+    first = add_conversation(
+        server,
+        "mel",
+        "s1",
+        [
+            turn("hi!", "Caroline", at=MAY_8_2023),
+            boston,
+            turn("nice", "Caroline", at=MAY_8_2023 + 1),
+            turn("I work as a pediatric nurse at Mercy Hospital on Tuesdays.", "Melanie", at=MAY_8_2023 + 2),
+        ],
+    )
+    summary = first.summary
+    assert first.turns[1].id in summary.source_memory_ids and not summary.stale
+
+    def get(memory_id: str) -> Any:
+        request = write_service_pb2.GetMemoryRequest(user_id="mel", id=memory_id)
+        return server.writes.GetMemory(request, metadata=server.md).memory
+
+    later = add_conversation(
+        server, "mel", "s2", [turn("I live in Denver with my family now.", "Melanie", at=MAY_8_2023 + 60 * DAY)]
+    )
+    assert later.extracted_results[0].superseded_ids  # "lives in Boston" gave way to "lives in Denver"
+    assert get(summary.id).stale
+    # The session's next call rewrites its summary from the session as it is now.
+    grown = add_conversation(server, "mel", "s1", [turn("bye!", "Caroline", at=MAY_8_2023 + 3)], first=4)
+    assert grown.summary.id == summary.id and not grown.summary.stale and not get(summary.id).stale
+    quoted = next(i for i in grown.summary.source_memory_ids if i != first.turns[1].id)
+    server.writes.DeleteMemory(write_service_pb2.DeleteMemoryRequest(user_id="mel", id=quoted), metadata=server.md)
+    assert get(summary.id).stale

@@ -1,0 +1,125 @@
+"""The offline extraction rules and the extractive summarizer: pure logic, no model."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown, SpokenTurn
+from memsvc.llm.dates import resolve_date_phrase
+from memsvc.pipeline.write.extraction import StoredTurn, as_said_by, extract_by_rules
+from memsvc.pipeline.write.summary import ExtractiveSummarizer
+from memsvc.retrieval.compose import compose_context
+
+MAY_8_2023 = 1_683_540_000.0
+
+
+def stored(content: str, name: str = "", role: Role = Role.USER, n: int = 0) -> StoredTurn:
+    return StoredTurn(f"{n:032x}", SpokenTurn(role, content, MAY_8_2023, name), MAY_8_2023)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "told"),
+    [
+        ("I love my cats.", "Mel loves Mel's cats."),
+        ("I'm a nurse and I work nights.", "Mel is a nurse and Mel works nights."),
+        ("I really enjoy baking for me and my kids.", "Mel really enjoys baking for Mel and Mel's kids."),
+        ("I've been running and I'll keep going.", "Mel has been running and Mel will keep going."),
+        ("I went home and I need to rest.", "Mel went home and Mel needs to rest."),
+        ("I watch movies.", "Mel watches movies."),
+    ],
+)
+def test_first_person_is_told_of_the_speaker(sentence: str, told: str) -> None:
+    assert as_said_by(sentence, "Mel") == told
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I went hiking yesterday", ("yesterday", "7 May 2023")),
+        ("we move next month", ("next month", "June 2023")),
+        ("tomorrow is the day", ("tomorrow", "9 May 2023")),
+        ("I ran last Saturday", ("last Saturday", "6 May 2023")),
+        ("two weeks ago I moved", ("two weeks ago", "about 24 April 2023")),
+        ("last year was hard", ("last year", "2022")),
+        ("on 3 May 2023 I flew", None),
+        ("recently I read a lot", None),
+    ],
+)
+def test_relative_dates_resolve_against_the_time_said(text: str, expected: tuple[str, str] | None) -> None:
+    assert resolve_date_phrase(text, MAY_8_2023) == expected
+
+
+def test_the_rules_extract_what_they_reliably_can_and_nothing_else() -> None:
+    turns = [
+        stored("Hey! What have you been up to?", "Caroline", n=1),
+        stored("Oh, I love pottery. I'm planning to take a class next week. haha", "Melanie", n=2),
+        stored("You should try the studio on Elm Street, it is great.", "Caroline", n=3),
+        stored("The weather is nice today.", "Melanie", n=4),
+        stored("I prefer aisle seats on long flights.", n=5),
+        stored("Sure, I would suggest booking the earlier train.", role=Role.ASSISTANT, n=6),
+    ]
+    found = [(m.kind, m.content, m.source_ids) for m in extract_by_rules(turns, [])]
+    assert found == [
+        (MemoryKind.PREFERENCE, "Melanie loves pottery.", (f"{2:032x}",)),
+        (
+            MemoryKind.COMMITMENT,
+            "Melanie is planning to take a class next week (15 May 2023 to 21 May 2023).",
+            (f"{2:032x}",),
+        ),
+        (
+            MemoryKind.RECOMMENDATION,
+            "Caroline recommended to Melanie: You should try the studio on Elm Street, it is great.",
+            (f"{3:032x}",),
+        ),
+        (MemoryKind.PREFERENCE, "I prefer aisle seats on long flights.", (f"{5:032x}",)),
+        (
+            MemoryKind.RECOMMENDATION,
+            "The assistant recommended: I would suggest booking the earlier train.",
+            (f"{6:032x}",),
+        ),
+    ]
+
+
+def test_the_summary_quotes_distinctive_turns_in_order_and_skips_small_talk() -> None:
+    turns = [
+        stored("Hi there, how are you doing today?", "Ana", n=1),
+        stored("Good! We adopted a greyhound named Pepper from the Lisbon shelter.", "Ben", n=2),
+        stored("haha nice", "Ana", n=3),
+        stored("I got promoted to head chef at Cervejaria Ramiro last week.", "Ana", n=4),
+        stored("Congrats, how are you doing with the new hours?", "Ben", n=5),
+        stored("Tiring but good, how are you doing?", "Ana", n=6),
+        stored("Pepper already knows how to sit and fetch.", "Ben", n=7),
+        stored("ok", "Ana", n=8),
+        stored("good good", "Ben", n=9),
+        stored("fine thanks", "Ana", n=10),
+    ]
+    summary = asyncio.run(ExtractiveSummarizer().summarize("s7", turns))
+    assert summary is not None
+    assert summary.content.splitlines() == [
+        "Conversation s7 on 8 May 2023 between Ana and Ben:",
+        "Ben: Good! We adopted a greyhound named Pepper from the Lisbon shelter.",
+        "Ana: I got promoted to head chef at Cervejaria Ramiro last week.",
+    ]
+    assert summary.source_ids == (f"{2:032x}", f"{4:032x}")
+    assert asyncio.run(ExtractiveSummarizer().summarize("s7", turns[:3])) is None
+
+
+def _ranked(memory_id: str, content: str, **fields: object) -> RankedMemory:
+    memory = Memory(id=memory_id, namespace=Namespace("t", "p", "e", "u"), content=content, **fields)  # type: ignore[arg-type]
+    return RankedMemory(memory, 1.0, ScoreBreakdown())
+
+
+def test_a_stale_summary_gives_way_to_its_own_source_turn_in_the_context_block() -> None:
+    turn = _ranked("t1", "I live in Denver now.", kind=MemoryKind.EPISODE)
+    summary = _ranked(
+        "s1", "Conversation s1: Mel: I live in Boston.", kind=MemoryKind.SUMMARY, source_ids=("t1",), stale=True
+    )
+    block, left_out = compose_context([summary, turn], 1_000)
+    assert "Boston" not in block and "Denver" in block and left_out == 1
+    alone, _ = compose_context([summary], 1_000)
+    assert "summary, may be outdated] Conversation s1" in alone
+    fresh, _ = compose_context([replace(summary, memory=replace(summary.memory, stale=False)), turn], 1_000)
+    assert "Boston" in fresh and "Denver" in fresh
