@@ -110,11 +110,17 @@ _CALLBACK = _rx(
     r"\bthat (?:thing|idea|tip|trick|plan) you\b",
 )
 _PRONOUN_ONLY = re.compile(r"\b(?:it|that|this|they|them|he|she|him|her|those|these)\b", re.IGNORECASE)
+# A question whose answer gathers several things, often said at different times: "what has she
+# painted?", "where has he camped?", "how many times...", "what events has she been to?".
 _LIST_INTENT = _rx(
     r"\b(?:list|all|every|everything|each)\b",
     r"\bwhat (?:are|were) (?:some|the)\b",
     r"\bwhat (?:kinds?|types?|things|activities|hobbies|books|places)\b",
     r"\bwhich \w+s\b",
+    r"\bhow many (?:times|\w+s)\b",
+    r"\bin what ways\b",
+    r"\b(?:what|where|which|who)\b(?:\s+\S+){0,5}?\s+(?:has|have)\s+\w+(?:\s+\w+)?\s+(?:\w+ed|been|gone|done|seen|read|made|taken|given|won|met)\b",
+    r"\bwhat (?:\w+ )?\w+s (?:has|have|does|do|did)\b",
 )
 
 

@@ -18,7 +18,7 @@ from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import HydrateStage
 from memsvc.pipeline.query.lexical import LexicalRecall
-from memsvc.pipeline.query.rank import Ranking, RankStage
+from memsvc.pipeline.query.rank import Ranking, RankStage, collapse_derived
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -221,14 +221,15 @@ class QueryPipeline:
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         now = time.time()
         with stage_span(self.tracer, report, "rank") as span:
-            limit = plan.limit if rerank is None else len(hydrated)
-            ranking = self.rank.run(hydrated, limit, plan.min_importance, now, plan.query)
+            # Every candidate is ordered, so that what one result already says can give way below.
+            ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
             if matched:
                 memories = [replace(r, matched_queries=tuple(matched.get(r.memory.id, ()))) for r in ranking.memories]
                 ranking = replace(ranking, memories=memories)
             if rerank is not None:
                 reranked = await rerank(ranking.memories, now)
-                ranking = Ranking(reranked.memories[: plan.limit], ranking.dropped_by_importance, reranked.explanation)
+                ranking = Ranking(reranked.memories, ranking.dropped_by_importance, reranked.explanation)
+            ranking = replace(ranking, memories=collapse_derived(ranking.memories)[: plan.limit])
             report.dropped_by_importance = ranking.dropped_by_importance
             span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
             span.set_attribute("memsvc.results", len(ranking.memories))

@@ -126,3 +126,24 @@ def explain(ranked: Sequence[RankedMemory], now: float) -> str:
     age = "today" if age_days < 1 else f"{age_days:.0f} days ago"
     parts = " and ".join(f"{name} {value:.2f}" for name, value in strongest)
     return f"Top match is a {top.memory.kind.value} from {age}, leading on {parts} (score {top.score:.2f})."
+
+
+def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """Move below the rest what a higher result already says: a turn whose extracted memory or
+    summary ranked above it, and a derived memory all of whose sources did.
+
+    A memory and what it was derived from are one piece of evidence; returning both spends two
+    of the caller's results (and prompt tokens) on it.
+    """
+    covered: set[str] = set()
+    kept: list[RankedMemory] = []
+    repeated: list[RankedMemory] = []
+    for r in ranked:
+        sources = set(r.memory.source_ids)
+        if r.memory.id in covered or (sources and sources <= covered):
+            repeated.append(r)
+            continue
+        kept.append(r)
+        covered.add(r.memory.id)
+        covered |= sources
+    return kept + repeated
