@@ -175,6 +175,29 @@ class ModeResult:
         return out
 
 
+@dataclass
+class IngestTimes:
+    """Wall time of each write call while the store is loaded, with the turns it carried."""
+
+    calls_ms: list[float] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+
+    def timed(self, turns: int, call: Callable[..., Any], *args: Any) -> Any:
+        started = time.perf_counter()
+        result = call(*args)
+        self.calls_ms.append((time.perf_counter() - started) * 1000)
+        self.turns.append(turns)
+        return result
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "calls": len(self.calls_ms),
+            "turns_per_call": round(sum(self.turns) / max(len(self.turns), 1), 1),
+            "p50_ms": round(percentile(self.calls_ms, 50), 1),
+            "p95_ms": round(percentile(self.calls_ms, 95), 1),
+        }
+
+
 class ModeUnavailable(Exception):
     """The server does not implement a query mode (yet)."""
 
@@ -182,7 +205,9 @@ class ModeUnavailable(Exception):
 QueryFn = Callable[[str, str, str], list[str]]
 
 
-def write_conversation(client: Any, user: str, conversation: Conversation, batch: int = 64) -> dict[str, list[str]]:
+def write_conversation(
+    client: Any, user: str, conversation: Conversation, times: IngestTimes, batch: int = 64
+) -> dict[str, list[str]]:
     """Write every turn as one memory; return memory id -> the turn ids it stands for."""
     by_id: dict[str, list[str]] = {}
     for start in range(0, len(conversation.turns), batch):
@@ -199,13 +224,13 @@ def write_conversation(client: Any, user: str, conversation: Conversation, batch
             }
             for t in chunk
         ]
-        response = client.add(user, memories)
+        response = times.timed(len(chunk), client.add, user, memories)
         for turn, stored in zip(chunk, response.get("memories", []), strict=True):
             by_id.setdefault(stored["id"], []).append(turn.dia_id)
     return by_id
 
 
-def ingest_conversation(client: Any, user: str, conversation: Conversation) -> dict[str, list[str]]:
+def ingest_conversation(client: Any, user: str, conversation: Conversation, times: IngestTimes) -> dict[str, list[str]]:
     """Write each session through AddConversation; return memory id -> the turn ids it stands for.
 
     A turn stands for itself; an extracted memory or a summary for its source turns.
@@ -215,19 +240,16 @@ def ingest_conversation(client: Any, user: str, conversation: Conversation) -> d
     for t in conversation.turns:
         sessions.setdefault(t.session, []).append(t)
     for n, turns in sorted(sessions.items()):
-        response = client.add_conversation(
-            user,
-            f"session-{n}",
-            [
-                {
-                    "role": "ROLE_USER",
-                    "content": t.text,
-                    "name": t.speaker,
-                    "create_time": t.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                }
-                for t in turns
-            ],
-        )
+        spoken = [
+            {
+                "role": "ROLE_USER",
+                "content": t.text,
+                "name": t.speaker,
+                "create_time": t.created_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            for t in turns
+        ]
+        response = times.timed(len(turns), client.add_conversation, user, f"session-{n}", spoken)
         dia_of_turn = {}
         for turn, stored in zip(turns, response.get("turns", []), strict=True):
             dia_of_turn[stored["id"]] = turn.dia_id
@@ -307,7 +329,7 @@ def query_with(client: Any) -> QueryFn:
 
 
 def load_store(
-    store: Path, conversations: Sequence[Conversation], ingest: str = "conversation"
+    store: Path, conversations: Sequence[Conversation], ingest: str, times: IngestTimes
 ) -> list[tuple[Conversation, str, dict[str, list[str]]]]:
     """Write every conversation into a server on `store`, wait for the index, stop the server."""
     from memsvc.api.client import MemoryClient
@@ -320,9 +342,15 @@ def load_store(
         for conversation in conversations:
             user = f"locomo-{conversation.name}"
             write = ingest_conversation if ingest == "conversation" else write_conversation
-            loaded.append((conversation, user, write(client, user, conversation)))
+            loaded.append((conversation, user, write(client, user, conversation, times)))
         bench.settle()
-        print(f"wrote {sum(len(c.turns) for c in conversations)} memories in {time.perf_counter() - started:.1f} s")
+        timing = times.as_dict()
+        call = "AddConversation (one session)" if ingest == "conversation" else "AddMemories (64 turns)"
+        print(
+            f"wrote {sum(len(c.turns) for c in conversations)} turns in {time.perf_counter() - started:.1f} s; "
+            f"{call} x {timing['calls']}, {timing['turns_per_call']} turns per call: "
+            f"p50 {timing['p50_ms']} ms, p95 {timing['p95_ms']} ms"
+        )
     finally:
         client.close()
         bench.stop()
@@ -403,7 +431,8 @@ def run(args: argparse.Namespace) -> int:
     owns_store = args.data_dir is None
     store = args.data_dir or Path(tempfile.mkdtemp(prefix="memsvc-locomo-"))
     try:
-        loaded = load_store(store, conversations, args.ingest)
+        times = IngestTimes()
+        loaded = load_store(store, conversations, args.ingest, times)
         results, skipped = evaluate_each_on_a_copy(store, loaded, modes)
     finally:
         if owns_store:
@@ -413,5 +442,7 @@ def run(args: argparse.Namespace) -> int:
     for mode, why in skipped.items():
         print(f"{mode.upper()}  skipped ({why})")
     if args.json:
-        args.json.write_text(json.dumps({m.upper(): r.as_dict() for m, r in results.items()}, indent=2) + "\n")
+        numbers: dict[str, Any] = {m.upper(): r.as_dict() for m, r in results.items()}
+        numbers["ingest"] = {"mode": args.ingest, **times.as_dict()}
+        args.json.write_text(json.dumps(numbers, indent=2) + "\n")
     return 0

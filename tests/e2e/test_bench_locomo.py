@@ -103,8 +103,12 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
     printed = capsys.readouterr().out
     assert "3 questions of categories 1-4; skipped 1 adversarial" in printed
     assert "dropped 2 without valid evidence" in printed and "DIRECT" in printed
+    assert "AddConversation (one session) x 2, 3.0 turns per call" in printed
     numbers = json.loads(out.read_text())
-    assert list(numbers) == ["DIRECT"]
+    assert list(numbers) == ["DIRECT", "ingest"]
+    ingest = numbers["ingest"]
+    assert (ingest["mode"], ingest["calls"], ingest["turns_per_call"]) == ("conversation", 2, 3.0)
+    assert 0 < ingest["p50_ms"] <= ingest["p95_ms"]
     direct = numbers["DIRECT"]
     assert list(direct) == ["multi-hop", "temporal", "open-domain", "single-hop", "overall", "latency_ms"]
     assert direct["overall"]["n"] == 3 and direct["open-domain"]["n"] == 0
