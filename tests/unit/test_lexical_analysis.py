@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import snowballstemmer  # type: ignore[import-untyped]
+
 from memsvc.stores.lexical.analysis import Analyzer, TermHasher
 
 
@@ -41,3 +43,28 @@ def test_bag_counts_terms_and_carries_no_text() -> None:
     assert bag.length == 5  # genmaicha tea genmaicha tea please ("more" is a stopword)
     assert sorted(bag.counts.values()) == [1, 2, 2]
     assert all(isinstance(term, int) for term in bag.counts)
+
+
+def test_the_c_stemmer_is_used_and_stems_as_the_pure_python_one_does() -> None:
+    # Postings store keyed stems: the fast C build must stem exactly as the reference does, or an
+    # upgrade would orphan what was indexed before it.
+    import Stemmer  # type: ignore[import-not-found]
+    from snowballstemmer.english_stemmer import EnglishStemmer  # type: ignore[import-untyped]
+
+    assert isinstance(snowballstemmer.stemmer("english"), Stemmer.Stemmer)
+    words = [
+        "running",
+        "runs",
+        "ran",
+        "generously",
+        "hopefully",
+        "dying",
+        "skies",
+        "news",
+        "cycling",
+        "destress",
+        "greyhounds",
+        "painted",
+    ]
+    fast, reference = Stemmer.Stemmer("english"), EnglishStemmer()
+    assert [fast.stemWord(w) for w in words] == [reference.stemWord(w) for w in words]
