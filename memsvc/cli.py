@@ -8,6 +8,7 @@ import importlib
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from memsvc.config import Settings, load_settings
 from memsvc.domain.models import Permission
 from memsvc.pipeline.context import QueryMode
+from memsvc.terminal import RENDERERS, ids_of, render
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -44,6 +46,17 @@ def _client(args: argparse.Namespace) -> Any:
 
 def _print(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _show(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """A client command's answer: JSON for scripts (`--json`, or stdout not a terminal), ids with
+    `--quiet`, and a compact table for a person at a terminal."""
+    if args.quiet:
+        print("\n".join(ids_of(args.command, data)))
+    elif args.json or not sys.stdout.isatty():
+        _print(data)
+    else:
+        print(render(args.command, data, shutil.get_terminal_size().columns))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -135,7 +148,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         memory["session_id"] = args.session
     if args.importance is not None:
         memory["importance"] = args.importance
-    _print(_client(args).add(args.user, [memory]))
+    _show(args, _client(args).add(args.user, [memory]))
     return 0
 
 
@@ -176,7 +189,7 @@ def cmd_add_conversation(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"{args.file}: {exc}", file=sys.stderr)
         return 2
-    _print(_client(args).add_conversation(args.user, args.session, turns, args.first_turn_index))
+    _show(args, _client(args).add_conversation(args.user, args.session, turns, args.first_turn_index))
     return 0
 
 
@@ -186,22 +199,22 @@ def cmd_query(args: argparse.Namespace) -> int:
         fields["include_sources"] = True
     if args.min_importance is not None:
         fields["filter"] = {"min_importance": args.min_importance}
-    _print(_client(args).query(args.user, " ".join(args.text), **fields))
+    _show(args, _client(args).query(args.user, " ".join(args.text), **fields))
     return 0
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    _print(_client(args).get(args.user, args.id))
+    _show(args, _client(args).get(args.user, args.id))
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    _print(_client(args).list(args.user, args.page_size, args.page_token))
+    _show(args, _client(args).list(args.user, args.page_size, args.page_token))
     return 0
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    _print(_client(args).forget(args.user))
+    _show(args, _client(args).forget(args.user))
     return 0
 
 
@@ -272,7 +285,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    _print(_client(args).history(args.user, args.id))
+    _show(args, _client(args).history(args.user, args.id))
     return 0
 
 
@@ -317,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--api-key", help="API key (default MEMSVC_API_KEY or the development key)")
         p.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
         p.add_argument("--user", required=True, help="user id")
+        if name in RENDERERS:
+            p.set_defaults(command=name)
+            output = p.add_mutually_exclusive_group()
+            output.add_argument("--json", action="store_true", help="print the full response as JSON")
+            output.add_argument("--quiet", action="store_true", help="print only ids, one per line")
         return p
 
     add = client_command("add", "add a memory")

@@ -204,6 +204,9 @@ def parse_time_window(text: str, now: float) -> TimeWindow | None:
 
 
 _NEXT = re.compile(r"\b(?P<w>tomorrow|next\s+(?:week|weekend|month|year))\b", re.I)
+# A statement about what is to come: its "on Saturday" is the next Saturday, not the last one.
+_FUTURE = re.compile(r"\b(?:will|shall|going to|gonna|plan(?:ning)? to|about to)\b|\w'll\b", re.I)
+_COMING_WEEKDAY = re.compile(r"\b(?:on|this|coming)\s+(?P<wd>" + "|".join(WEEKDAYS) + r")\b", re.I)
 _VAGUE = frozenset({"recently", "lately"})
 
 
@@ -245,6 +248,13 @@ def resolve_date_phrase(text: str, said_at: float) -> tuple[str, str] | None:
             start = datetime(today.year + 1, 1, 1, tzinfo=UTC)
             end = datetime(today.year + 2, 1, 1, tzinfo=UTC)
         return m.group(0), _in_words(start, end)
+    m = _COMING_WEEKDAY.search(text)
+    if m and _FUTURE.search(text):
+        ahead = (WEEKDAYS.index(m.group("wd").lower()) - today.weekday()) % 7
+        if ahead == 0 and not m.group(0).lower().startswith("this"):
+            ahead = 7  # "on Friday" said on a Friday is a week away; "this Friday" is today
+        day = today + timedelta(days=ahead)
+        return m.group(0), _in_words(day, day + _DAY)
     window = parse_time_window(text, said_at)
     if window is None or window.phrase.lower() in _VAGUE or _explicit(window.phrase) is not None:
         return None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,54 @@ def test_add_conversation_from_a_jsonl_file(live_server: LiveServer, tmp_path: P
     session.write_text('{"content": "fine", "time": "2999-01-01T00:00:00Z"}\n')
     future = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
     assert "INVALID_ARGUMENT" in future.stderr and "turns[0].create_time" in future.stderr
+
+
+def cli_on_a_terminal(server: LiveServer, *args: str, columns: int = 100) -> str:
+    """What a person sees: the command's stdout is a terminal `columns` wide."""
+    terminal, child = pty.openpty()
+    try:
+        result = subprocess.run(
+            [memsvc_executable(), *args],
+            env={**server.env(), "COLUMNS": str(columns)},
+            stdout=child,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+        os.close(child)
+        child = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(terminal, 65536)
+            except OSError:  # the terminal's other side is closed and everything was read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(terminal)
+        if child >= 0:
+            os.close(child)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_people_get_a_table_scripts_get_json_and_quiet_gives_ids(live_server: LiveServer) -> None:
+    for content in ("Uma prefers aisle seats when she flies", "Uma is allergic to peanuts"):
+        cli(live_server, "add", "--user", "uma", content)
+    shown = cli_on_a_terminal(live_server, "query", "--user", "uma", "--limit", "2", "which seats does uma prefer?")
+    lines = shown.splitlines()
+    assert lines[0].split() == ["#", "score", "kind", "age", "content", "why"], shown
+    assert "Uma prefers aisle seats when she flies" in lines[1] and "meaning" in lines[1]
+    assert lines[-1] == "2 results, mode direct" and max(len(line) for line in lines) <= 100
+    as_json = json.loads(cli_on_a_terminal(live_server, "query", "--json", "--user", "uma", "aisle seats"))
+    ids = cli(live_server, "query", "--quiet", "--user", "uma", "aisle seats").stdout.split()
+    assert ids == [r["memory"]["id"] for r in as_json["memories"]] and len(ids) == 2
+    listed = cli_on_a_terminal(live_server, "list", "--user", "uma").splitlines()
+    assert listed[0].split() == ["id", "kind", "age", "content"] and len(listed) == 3
+    assert cli_on_a_terminal(live_server, "forget", "--user", "uma").strip() == "erased 2 memories"
 
 
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:

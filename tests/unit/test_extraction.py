@@ -46,6 +46,11 @@ def test_first_person_is_told_of_the_speaker(sentence: str, told: str) -> None:
         ("last year was hard", ("last year", "2022")),
         ("on 3 May 2023 I flew", None),
         ("recently I read a lot", None),
+        # A plan's weekday is the coming one; a past statement's the last one (8 May is a Monday).
+        ("I will see her on Saturday", ("on Saturday", "13 May 2023")),
+        ("I saw her on Saturday", ("on Saturday", "6 May 2023")),
+        ("we'll meet this Monday", ("this Monday", "8 May 2023")),
+        ("I'm going to call on Monday", ("on Monday", "15 May 2023")),
     ],
 )
 def test_relative_dates_resolve_against_the_time_said(text: str, expected: tuple[str, str] | None) -> None:
