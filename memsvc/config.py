@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # Ranking
     weights: RankWeights = Field(default_factory=RankWeights)
     importance_floor: float = 0.5
+    # DIRECT drops a candidate whose absolute relevance (ScoreBreakdown.relevance) is below this;
+    # QueryRequest.min_relevance overrides it per query, 0 turns it off.
+    min_relevance: float = Field(default=0.25, ge=0.0, le=1.0)
     recency_half_life_days: float = 30.0
     usage_saturation: float = 10.0
     recall_candidates: int = 50

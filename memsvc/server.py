@@ -271,7 +271,7 @@ async def build_components(
     lexical_writer = LexicalWriter(hasher, lexical_index) if lexical_index is not None else None
     pipeline = QueryPipeline(
         tracer=tracer,
-        scope=ScopeStage(limits, settings.default_results, settings.importance_floor),
+        scope=ScopeStage(limits, settings.default_results, settings.importance_floor, settings.min_relevance),
         embed=EmbedStage(embedder, embedding_cache),
         recall=RecallStage(index, settings.recall_candidates),
         hydrate=HydrateStage(store, codec),

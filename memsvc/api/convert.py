@@ -183,6 +183,7 @@ def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
         ),
         context_window=request.context_window,
         include_sources=request.include_sources,
+        min_relevance=request.min_relevance if request.HasField("min_relevance") else None,
         token_budget=request.token_budget,
         skip_cache=request.skip_cache,
     )
@@ -321,6 +322,8 @@ def breakdown_message(b: ScoreBreakdown) -> memory_pb2.ScoreBreakdown:
         lexical=b.lexical,
         dense_rank=b.dense_rank,
         lexical_rank=b.lexical_rank,
+        relevance=b.relevance,
+        term_coverage=b.term_coverage,
     )
 
 
@@ -350,6 +353,7 @@ def report_message(r: QueryReport) -> query_service_pb2.QueryReport:
         embedding_cache_hit=r.embedding_cache_hit,
         candidates_recalled=r.candidates_recalled,
         dropped_by_importance=r.dropped_by_importance,
+        dropped_below_relevance=r.dropped_below_relevance,
         degraded=r.degraded,
         notes=[*r.notes, *r.llm.notes],
         confidence=r.confidence,

@@ -343,9 +343,14 @@ class ScoreBreakdown:
     lexical: float = 0.0
     dense_rank: int = 0
     lexical_rank: int = 0
-    # The relevance the weighted sum used in place of `semantic` (fused dense + lexical,
-    # see RankStage); None when the candidates carry no fused score.
-    relevance: float | None = None
+    # The weight the weighted sum used in place of `semantic`: the candidate's fused dense +
+    # lexical score relative to the query's best (see RankStage); None without a fused score.
+    fused: float | None = None
+    # How much of the query the memory matches on its own, in [0, 1], comparable across queries
+    # and stores (see `absolute_relevance`): what the relevance floor compares.
+    relevance: float = 0.0
+    # The share of the query's IDF weight among the memory's terms (LexicalHit.coverage).
+    term_coverage: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class QueryInput:
     token_budget: int = 0
     skip_cache: bool = False
     include_sources: bool = False
+    min_relevance: float | None = None  # DIRECT's relevance floor; None: the server's default
 
 
 # QueryInput fields that never change what a query returns: the user is already part of the
@@ -91,6 +92,7 @@ class QueryPlan:
     limit: int
     memory_filter: MemoryFilter
     min_importance: float
+    min_relevance: float
     request_id: str
     request_key: str
     skip_cache: bool
@@ -111,6 +113,7 @@ class QueryReport:
     embedding_cache_hit: bool = False
     candidates_recalled: int = 0
     dropped_by_importance: int = 0
+    dropped_below_relevance: int = 0
     degraded: bool = False
     notes: list[str] = field(default_factory=list)
     confidence: float = 0.0

@@ -204,7 +204,14 @@ def validate_filter(v: Violations, memory_filter: MemoryFilter, field: str, limi
         v.add(f"{field}.create_time_before", "must be later than create_time_after")
 
 
-def validate_query(user_id: str, query: str, limit: int, memory_filter: MemoryFilter, limits: Limits) -> None:
+def validate_query(
+    user_id: str,
+    query: str,
+    limit: int,
+    memory_filter: MemoryFilter,
+    limits: Limits,
+    min_relevance: float | None = None,
+) -> None:
     v = Violations()
     check_user_id(v, user_id)
     if not query.strip():
@@ -214,6 +221,7 @@ def validate_query(user_id: str, query: str, limit: int, memory_filter: MemoryFi
     if not 1 <= limit <= limits.max_results:
         v.add("limit", f"must be within 1..{limits.max_results}")
     validate_filter(v, memory_filter, "filter", limits)
+    check_unit(v, min_relevance, "min_relevance")
     v.raise_if_any()
 
 

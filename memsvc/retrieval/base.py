@@ -80,6 +80,7 @@ def best_of(a: Candidate, b: Candidate) -> Candidate:
         dense_rank=min((r for r in (a.dense_rank, b.dense_rank) if r), default=0),
         lexical_score=max(a.lexical_score, b.lexical_score),
         lexical_rank=min((r for r in (a.lexical_rank, b.lexical_rank) if r), default=0),
+        term_coverage=max(a.term_coverage, b.term_coverage),
         fused=max(a.fused, b.fused),
     )
 

@@ -186,7 +186,7 @@ class MemoryRecord(_message.Message):
     def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("semantic", "recency", "importance", "usage", "quality", "consistency", "decay", "lexical", "dense_rank", "lexical_rank")
+    __slots__ = ("semantic", "recency", "importance", "usage", "quality", "consistency", "decay", "lexical", "dense_rank", "lexical_rank", "relevance", "term_coverage")
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +197,8 @@ class ScoreBreakdown(_message.Message):
     LEXICAL_FIELD_NUMBER: _ClassVar[int]
     DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    TERM_COVERAGE_FIELD_NUMBER: _ClassVar[int]
     semantic: float
     recency: float
     importance: float
@@ -207,7 +209,9 @@ class ScoreBreakdown(_message.Message):
     lexical: float
     dense_rank: int
     lexical_rank: int
-    def __init__(self, semantic: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., usage: _Optional[float] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., lexical: _Optional[float] = ..., dense_rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ...) -> None: ...
+    relevance: float
+    term_coverage: float
+    def __init__(self, semantic: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., usage: _Optional[float] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., lexical: _Optional[float] = ..., dense_rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., term_coverage: _Optional[float] = ...) -> None: ...
 
 class MemoryFilter(_message.Message):
     __slots__ = ("tier", "tags_any", "session_id", "metadata", "min_importance", "roles", "kinds", "create_time_after", "create_time_before", "include_inactive")

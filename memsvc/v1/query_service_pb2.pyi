@@ -41,7 +41,7 @@ class ConversationTurn(_message.Message):
     def __init__(self, role: _Optional[_Union[_memory_pb2.Role, str]] = ..., content: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache", "include_sources")
+    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache", "include_sources", "min_relevance")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class QueryRequest(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SKIP_CACHE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     query: str
     limit: int
@@ -64,7 +65,8 @@ class QueryRequest(_message.Message):
     token_budget: int
     skip_cache: bool
     include_sources: bool
-    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ..., include_sources: _Optional[bool] = ...) -> None: ...
+    min_relevance: float
+    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ..., include_sources: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
 
 class RankedMemory(_message.Message):
     __slots__ = ("memory", "score", "score_breakdown", "matched_queries", "context_neighbor", "sources")
@@ -91,7 +93,7 @@ class StageTiming(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., duration_ms: _Optional[float] = ...) -> None: ...
 
 class QueryReport(_message.Message):
-    __slots__ = ("mode", "selected_tool", "queries", "searches", "llm_calls", "llm_time_ms", "input_tokens", "output_tokens", "stages", "cache_hit", "embedding_cache_hit", "candidates_recalled", "dropped_by_importance", "degraded", "notes", "confidence")
+    __slots__ = ("mode", "selected_tool", "queries", "searches", "llm_calls", "llm_time_ms", "input_tokens", "output_tokens", "stages", "cache_hit", "embedding_cache_hit", "candidates_recalled", "dropped_by_importance", "degraded", "notes", "confidence", "dropped_below_relevance")
     MODE_FIELD_NUMBER: _ClassVar[int]
     SELECTED_TOOL_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +110,7 @@ class QueryReport(_message.Message):
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_BELOW_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     mode: QueryMode
     selected_tool: str
     queries: _containers.RepeatedScalarFieldContainer[str]
@@ -124,7 +127,8 @@ class QueryReport(_message.Message):
     degraded: bool
     notes: _containers.RepeatedScalarFieldContainer[str]
     confidence: float
-    def __init__(self, mode: _Optional[_Union[QueryMode, str]] = ..., selected_tool: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., searches: _Optional[int] = ..., llm_calls: _Optional[int] = ..., llm_time_ms: _Optional[float] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., embedding_cache_hit: _Optional[bool] = ..., candidates_recalled: _Optional[int] = ..., dropped_by_importance: _Optional[int] = ..., degraded: _Optional[bool] = ..., notes: _Optional[_Iterable[str]] = ..., confidence: _Optional[float] = ...) -> None: ...
+    dropped_below_relevance: int
+    def __init__(self, mode: _Optional[_Union[QueryMode, str]] = ..., selected_tool: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., searches: _Optional[int] = ..., llm_calls: _Optional[int] = ..., llm_time_ms: _Optional[float] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageTiming, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., embedding_cache_hit: _Optional[bool] = ..., candidates_recalled: _Optional[int] = ..., dropped_by_importance: _Optional[int] = ..., degraded: _Optional[bool] = ..., notes: _Optional[_Iterable[str]] = ..., confidence: _Optional[float] = ..., dropped_below_relevance: _Optional[int] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("memories", "explanation", "request_id", "report", "context")

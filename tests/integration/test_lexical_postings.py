@@ -125,6 +125,26 @@ def test_bm25_summed_in_sql_matches_the_formula(stores: Stores) -> None:
     assert stores.run(stores.lexical.stats(ALICE)) == (3, 9)
 
 
+def test_coverage_is_the_share_of_the_query_idf_weight_a_memory_holds(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 2, 2: 1})
+    b = stores.add(ALICE, {1: 1, 3: 4})
+    stores.add(ALICE, {4: 1})
+
+    def idf(df: int) -> float:
+        return math.log(1 + (3 - df + 0.5) / (df + 0.5))
+
+    # Terms 1 (in two memories), 2 (in one) and 9 (in none: it weighs the most).
+    hits = {
+        h.memory_id: h.coverage
+        for h in stores.run(stores.lexical.search(ALICE, {1: 1, 2: 1, 9: 1}, 10, MemoryFilter()))
+    }
+    weight = idf(2) + idf(1) + idf(0)
+    assert hits[a] == pytest.approx((idf(2) + idf(1)) / weight)
+    assert hits[b] == pytest.approx(idf(2) / weight)
+    full = stores.run(stores.lexical.search(ALICE, {1: 1, 2: 1}, 10, MemoryFilter()))
+    assert full[0].memory_id == a and full[0].coverage == pytest.approx(1.0)
+
+
 def test_namespaces_are_isolated_with_their_own_frequencies(stores: Stores) -> None:
     mine = stores.add(ALICE, {7: 1})
     theirs = stores.add(BOB, {7: 1})

@@ -8,7 +8,7 @@ from memsvc.config import RankWeights
 from memsvc.domain.models import Memory, Namespace
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import Hydrated
-from memsvc.pipeline.query.rank import RankStage
+from memsvc.pipeline.query.rank import RankStage, absolute_relevance
 from memsvc.pipeline.query.recall import Candidate
 
 
@@ -56,10 +56,10 @@ def test_rank_uses_fused_relevance_and_keeps_cosine_in_breakdown() -> None:
     ranking = RankStage(RankWeights(), 30.0, 10.0).run([hydrated(c) for c in fused], 10, 0.0, now=1e9)
     top = ranking.memories[0]
     assert top.memory.id == "b"
-    assert top.breakdown.relevance == pytest.approx(1.0)
+    assert top.breakdown.fused == pytest.approx(1.0)
     assert top.breakdown.semantic == pytest.approx(0.8)  # the cosine, not the fused score
     assert top.breakdown.lexical == pytest.approx(1.0) and top.breakdown.lexical_rank == 1
-    rel = {r.memory.id: r.breakdown.relevance for r in ranking.memories}
+    rel = {r.memory.id: r.breakdown.fused for r in ranking.memories}
     assert rel["a"] == pytest.approx((1 / 61) / (1 / 62 + 1 / 61))
 
 
@@ -82,4 +82,18 @@ def test_without_fused_scores_the_cosine_is_the_relevance() -> None:
     items = [hydrated(Candidate("a", similarity=0.2)), hydrated(Candidate("b", similarity=0.9))]
     ranking = stage.run(items, 10, 0.0, now=0.0)
     assert [r.memory.id for r in ranking.memories] == ["b", "a"]
-    assert ranking.memories[0].breakdown.relevance is None
+    assert ranking.memories[0].breakdown.fused is None
+
+
+def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_store() -> None:
+    assert absolute_relevance(0.11, 0.0) == 0.0  # unrelated text: nothing lifts it
+    assert absolute_relevance(0.55, 0.0) == pytest.approx(1.0)
+    assert absolute_relevance(0.35, 0.0) == pytest.approx(0.5)
+    assert absolute_relevance(0.1, 0.6) == pytest.approx(0.6)  # the words carry a terse reply
+    # One candidate alone is its query's best (fused 1.0), yet its relevance stays its own.
+    weak = [Candidate(memory_id="x", similarity=0.25, dense_rank=1)]
+    lone = RankStage(RankWeights(), 30.0, 10.0).run(
+        [hydrated(c) for c in reciprocal_rank_fusion(weak, [], k=60)], 10, 0.0, now=1e9
+    )
+    assert lone.memories[0].breakdown.fused == pytest.approx(1.0)
+    assert lone.memories[0].breakdown.relevance == pytest.approx(0.25)

@@ -25,6 +25,7 @@ VARIED_REQUEST: dict[str, Any] = {
     "recent_turns": (Turn(Role.USER, "I am flying to Lisbon"),),
     "context_window": 2,
     "token_budget": 400,
+    "min_relevance": 0.5,
 }
 VARIED_FILTER: dict[str, Any] = {
     "tier": Tier.COLD,

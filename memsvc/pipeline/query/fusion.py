@@ -33,6 +33,7 @@ def reciprocal_rank_fusion(dense: Sequence[Candidate], lexical: Sequence[Candida
                 seen,
                 lexical_score=c.lexical_score,
                 lexical_rank=c.lexical_rank,
+                term_coverage=c.term_coverage,
                 fused=seen.fused + contribution,
             )
     return sorted(merged.values(), key=lambda c: (-c.fused, -c.similarity, -c.lexical_score, c.memory_id))

@@ -27,6 +27,6 @@ class LexicalRecall:
         )
         best = hits[0].score if hits and hits[0].score > 0 else 1.0
         return [
-            Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1)
+            Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1, term_coverage=h.coverage)
             for i, h in enumerate(hits)
         ]

@@ -45,6 +45,9 @@ class Gathered:
     candidates: list[Candidate]
     matched: Mapping[str, Sequence[str]] | None = None
     rerank: Rerank | None = None
+    # Candidates below this absolute relevance are dropped (DIRECT's floor; modes that judge
+    # relevance their own way leave it at 0).
+    min_relevance: float = 0.0
 
 
 # A mode's search for a validated plan (its queries, their fusion, its reranker).
@@ -111,14 +114,24 @@ class QueryPipeline:
         if cached is not None:
             return cached
         got = await gather(plan)
-        return await self.finish(plan, got.candidates, report, deadline, slot, matched=got.matched, rerank=got.rerank)
+        return await self.finish(
+            plan,
+            got.candidates,
+            report,
+            deadline,
+            slot,
+            matched=got.matched,
+            rerank=got.rerank,
+            min_relevance=got.min_relevance,
+        )
 
     async def run(self, principal: Principal, request: QueryInput, deadline: Deadline) -> QueryOutcome:
         """DIRECT: the plan's query alone, dense and lexical fused."""
         report = QueryReport(mode=QueryMode.DIRECT)
 
         async def gather(plan: QueryPlan) -> Gathered:
-            return Gathered(await self.search(plan, plan.query, report, deadline))
+            candidates = await self.search(plan, plan.query, report, deadline)
+            return Gathered(candidates, min_relevance=plan.min_relevance)
 
         return await self.execute(principal, request, report, deadline, gather)
 
@@ -207,6 +220,7 @@ class QueryPipeline:
         slot: str | None,
         matched: Mapping[str, Sequence[str]] | None = None,
         rerank: Rerank | None = None,
+        min_relevance: float = 0.0,
     ) -> QueryOutcome:
         """Stages 4-6 for a candidate list (shared by every retrieval mode).
 
@@ -229,7 +243,10 @@ class QueryPipeline:
             if rerank is not None:
                 reranked = await rerank(ranking.memories, now)
                 ranking = Ranking(reranked.memories, ranking.dropped_by_importance, reranked.explanation)
-            ranking = replace(ranking, memories=collapse_derived(ranking.memories)[: plan.limit])
+            relevant = [r for r in ranking.memories if r.breakdown.relevance >= min_relevance]
+            report.dropped_below_relevance = len(ranking.memories) - len(relevant)
+            span.set_attribute("memsvc.candidates.dropped_below_relevance", report.dropped_below_relevance)
+            ranking = replace(ranking, memories=collapse_derived(relevant)[: plan.limit])
             report.dropped_by_importance = ranking.dropped_by_importance
             span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
             span.set_attribute("memsvc.results", len(ranking.memories))

@@ -64,7 +64,9 @@ class RankStage:
             lexical=_unit(c.lexical_score),
             dense_rank=c.dense_rank,
             lexical_rank=c.lexical_rank,
-            relevance=_unit(c.fused / best_fused) if best_fused > 0 else None,
+            fused=_unit(c.fused / best_fused) if best_fused > 0 else None,
+            relevance=absolute_relevance(c.similarity, c.term_coverage),
+            term_coverage=_unit(c.term_coverage),
         )
 
     def score(self, b: ScoreBreakdown) -> float:
@@ -78,7 +80,7 @@ class RankStage:
         """
         w = self._weights
         total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
-        relevance = b.semantic if b.relevance is None else b.relevance
+        relevance = b.semantic if b.fused is None else b.fused
         raw = relevance * (
             w.semantic
             + w.recency * b.recency
@@ -101,6 +103,23 @@ class RankStage:
         ranked.sort(key=lambda r: (-r.score, -r.breakdown.semantic, r.memory.id))
         top = ranked[:limit]
         return Ranking(top, dropped, explain(top, now))
+
+
+# all-MiniLM-L6-v2 cosines: unrelated sentences mostly score below 0.15, a paraphrase above 0.55.
+_UNRELATED_COSINE = 0.15
+_RELATED_COSINE = 0.55
+
+
+def absolute_relevance(similarity: float, term_coverage: float) -> float:
+    """How much a memory matches a query on its own, in [0, 1]: the stronger of its meaning
+    (the cosine rescaled from "unrelated" to "a paraphrase") and its words (the share of the
+    query's IDF weight it holds).
+
+    Unlike the fused score, which is relative to the query's best candidate, this does not
+    rise because the store is small: an unrelated memory scores low when it is all there is.
+    """
+    dense = (similarity - _UNRELATED_COSINE) / (_RELATED_COSINE - _UNRELATED_COSINE)
+    return _unit(max(dense, term_coverage))
 
 
 def _unit(value: float) -> float:

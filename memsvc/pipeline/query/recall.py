@@ -19,6 +19,7 @@ class Candidate:
     dense_rank: int = 0
     lexical_score: float = 0.0
     lexical_rank: int = 0
+    term_coverage: float = 0.0  # the share of the query's IDF weight the memory holds (LexicalHit)
     fused: float = 0.0
 
 

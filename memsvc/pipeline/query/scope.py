@@ -11,16 +11,19 @@ from memsvc.pipeline.validation import Limits, validate_query
 
 
 class ScopeStage:
-    def __init__(self, limits: Limits, default_limit: int, importance_floor: float) -> None:
+    def __init__(self, limits: Limits, default_limit: int, importance_floor: float, relevance_floor: float) -> None:
         self._limits = limits
         self._default_limit = default_limit
         self._importance_floor = importance_floor
+        self._relevance_floor = relevance_floor
 
     def run(self, principal: Principal, request: QueryInput, default_limit: int | None = None) -> QueryPlan:
         if not principal.allows(Permission.READ):
             raise PermissionDenied("this API key may not read memories")
         limit = request.limit or (default_limit or self._default_limit)
-        validate_query(request.user_id, request.query, limit, request.memory_filter, self._limits)
+        validate_query(
+            request.user_id, request.query, limit, request.memory_filter, self._limits, request.min_relevance
+        )
         floor = request.memory_filter.min_importance
         min_importance = self._importance_floor if floor is None else floor
         return QueryPlan(
@@ -30,6 +33,7 @@ class ScopeStage:
             limit=limit,
             memory_filter=request.memory_filter,
             min_importance=min_importance,
+            min_relevance=self._relevance_floor if request.min_relevance is None else request.min_relevance,
             request_id=f"req_{uuid.uuid4().hex[:16]}",
             request_key=result_key(request, limit),
             skip_cache=request.skip_cache,

@@ -126,6 +126,13 @@ def encode_result(result: CachedResult) -> bytes:
     ).encode()
 
 
+def breakdown_of(fields: dict[str, Any]) -> ScoreBreakdown:
+    """A cached breakdown; fields another version of memsvc wrote but this one lacks are ignored."""
+    if "fused" not in fields:  # written before the relative score was named `fused`
+        fields = {**fields, "fused": fields.pop("relevance", None)}
+    return ScoreBreakdown(**{k: v for k, v in fields.items() if k in _BREAKDOWN_FIELDS})
+
+
 def decode_result(raw: bytes) -> CachedResult:
     data: dict[str, Any] = json.loads(raw)
     return CachedResult(
@@ -133,8 +140,7 @@ def decode_result(raw: bytes) -> CachedResult:
             CachedHit(
                 memory_id=h["id"],
                 score=float(h["score"]),
-                # Fields another version of memsvc wrote but this one lacks are ignored.
-                breakdown=ScoreBreakdown(**{k: v for k, v in h["breakdown"].items() if k in _BREAKDOWN_FIELDS}),
+                breakdown=breakdown_of(h["breakdown"]),
                 matched_queries=tuple(h["queries"]),
             )
             for h in data["hits"]

@@ -35,7 +35,10 @@ class LexicalDoc:
 @dataclass(frozen=True)
 class LexicalHit:
     memory_id: str
-    score: float
+    score: float  # BM25: comparable within one query's hits only
+    # The share of the query's IDF weight among the memory's terms, in [0, 1]: how much of what
+    # the query asks about the memory mentions, comparable across queries and stores.
+    coverage: float = 0.0
 
 
 class LexicalIndex(Protocol):

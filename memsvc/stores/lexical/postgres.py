@@ -79,7 +79,7 @@ class PostgresLexicalIndex:
         async with self._tx() as conn:
             cur = await conn.execute(sql, params)
             rows = await cur.fetchall()
-        return [LexicalHit(str(r[0]), float(r[1])) for r in rows]
+        return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""

@@ -26,10 +26,12 @@ def _tags_any_sql(n: int) -> str:
 
 
 def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
-    """One query: document frequencies of the query terms, then BM25 summed per memory.
+    """One query: document frequencies of the query terms, then BM25 summed per memory, and
+    the share of the query's IDF weight the memory contains (its term coverage).
 
     Bound in order: (term, query count) x terms, k1, b, namespace (stats), namespace (df),
-    namespace (postings), the filter's values, limit. IDF is Lucene's, never negative.
+    namespace (postings), the filter's values, limit. IDF is Lucene's, never negative. A query
+    term no memory has weighs the most: a query about something never said covers little.
     """
     ph = placeholder
     values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
@@ -40,15 +42,18 @@ def bm25_sql(terms: int, where: str, placeholder: str = "?") -> str:
         "st AS (SELECT docs, CAST(total_length AS DOUBLE PRECISION) / docs AS avgdl FROM lexical_stats "
         f"WHERE ns = {ph} AND docs > 0), "
         "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
-        f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term) "
+        f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term), "
+        "qw AS (SELECT SUM(q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5))) "
+        "AS weight FROM q LEFT JOIN df ON df.term = q.term CROSS JOIN st) "
         "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
-        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score "
+        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
+        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage "
         "FROM lexical_postings p "
         "JOIN q ON q.term = p.term "
         "JOIN df ON df.term = p.term "
         "JOIN lexical_docs d ON d.memory_id = p.memory_id "
         "JOIN memories ON memories.id = p.memory_id "
-        "CROSS JOIN st CROSS JOIN params "
+        "CROSS JOIN st CROSS JOIN params CROSS JOIN qw "
         f"WHERE p.ns = {ph}{extra} "
         "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
     )
@@ -132,7 +137,7 @@ class SqliteLexicalIndex:
         params: list[Any] = [v for term, count in query.items() for v in (term, count)]
         params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
         rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
-        return [LexicalHit(str(r[0]), float(r[1])) for r in rows]
+        return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
