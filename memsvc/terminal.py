@@ -47,11 +47,13 @@ def clip(text: str, width: int) -> str:
 
 
 def why_ranked(breakdown: Message) -> str:
-    """How well a memory matched: by meaning (dense similarity) and by words (lexical score).
+    """How well a memory matched on its own: its relevance, from its meaning (the cosine) and
+    its words (the share of the query's words it holds).
 
     The other signals (recency, importance, usage) order matches; they do not make one.
     """
-    return f"meaning {float(breakdown.get('semantic', 0.0)):.2f}, words {float(breakdown.get('lexical', 0.0)):.2f}"
+    value = {k: float(breakdown.get(k, 0.0)) for k in ("relevance", "semantic", "term_coverage")}
+    return f"{value['relevance']:.2f} (meaning {value['semantic']:.2f}, words {value['term_coverage']:.2f})"
 
 
 def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
@@ -91,11 +93,11 @@ def query_lines(response: Message, width: int, now: datetime) -> list[str]:
             [str(n), f"{float(r.get('score', 0.0)):.2f}", kind, age(m.get("create_time", ""), now), m["content"], why]
         )
     # Content takes what the other columns leave; the reason is printed in full after it.
-    header = ["#", "score", "kind", "age", "content", "why"]
+    header = ["#", "score", "kind", "age", "content", "relevance"]
     why_width = max(len(r[5]) for r in [header, *rows])
     lines = _table(header[:5], [r[:5] for r in rows], width - why_width - 2, 4)
     content_end = max(len(line) for line in lines)
-    out = [lines[0].ljust(content_end) + "  why"]
+    out = [lines[0].ljust(content_end) + "  relevance"]
     for line, row, r in zip(lines[1:], rows, ranked, strict=True):
         out.append(f"{line.ljust(content_end)}  {row[5]}")
         out += [f"      from: {clip(s.get('content', ''), width - 12)}" for s in r.get("sources", [])]

@@ -11,7 +11,8 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 def ranked(memory_id: str, content: str, score: float, **extra: object) -> dict[str, object]:
     memory = {"id": memory_id, "content": content, "kind": "MEMORY_KIND_FACT", "create_time": "2026-11-21T11:00:00Z"}
-    return {"memory": memory, "score": score, "score_breakdown": {"semantic": 0.7, "lexical": 0.4}, **extra}
+    breakdown = {"relevance": 0.8, "semantic": 0.7, "term_coverage": 0.4}
+    return {"memory": memory, "score": score, "score_breakdown": breakdown, **extra}
 
 
 def test_age_clip_and_reasons() -> None:
@@ -23,8 +24,9 @@ def test_age_clip_and_reasons() -> None:
     assert age("2024-01-01T00:00:00Z", NOW) == "2 y" and age("", NOW) == ""
     assert clip("a  short\nline", 40) == "a short line"
     assert clip("the quick brown fox jumps over the lazy dog", 20) == "the quick brown fox\u2026"
-    assert why_ranked({"semantic": 0.71, "lexical": 0.4, "recency": 1.0}) == "meaning 0.71, words 0.40"
-    assert why_ranked({}) == "meaning 0.00, words 0.00"
+    reasons = {"relevance": 0.9, "semantic": 0.71, "term_coverage": 0.4, "recency": 1.0}
+    assert why_ranked(reasons) == "0.90 (meaning 0.71, words 0.40)"
+    assert why_ranked({}) == "0.00 (meaning 0.00, words 0.00)"
 
 
 def test_a_query_is_a_table_with_reasons_sources_and_a_footer() -> None:
@@ -36,8 +38,9 @@ def test_a_query_is_a_table_with_reasons_sources_and_a_footer() -> None:
         "report": {"mode": "QUERY_MODE_DIRECT"},
     }
     lines = render("query", response, 80, NOW).splitlines()
-    assert lines[0].split() == ["#", "score", "kind", "age", "content", "why"]
-    assert lines[1].split()[:5] == ["1", "0.91", "fact", "3", "d"] and lines[1].endswith("meaning 0.70, words 0.40")
+    assert lines[0].split() == ["#", "score", "kind", "age", "content", "relevance"]
+    assert lines[1].split()[:5] == ["1", "0.91", "fact", "3", "d"]
+    assert lines[1].endswith("0.80 (meaning 0.70, words 0.40)")
     assert "\u2026" in lines[2] and max(len(line) for line in lines) <= 80
     assert lines[3].strip() == "from: I love rye bread"
     assert lines[-1] == "2 results, mode direct"
