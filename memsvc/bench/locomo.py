@@ -164,6 +164,7 @@ class Scores:
 class ModeResult:
     groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in GROUP_ORDER})
     latencies_ms: list[float] = field(default_factory=list)
+    dropped_below_relevance: list[int] = field(default_factory=list)
     errors: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -172,6 +173,8 @@ class ModeResult:
             "p50": round(percentile(self.latencies_ms, 50), 2),
             "p95": round(percentile(self.latencies_ms, 95), 2),
         }
+        asked = max(len(self.dropped_below_relevance), 1)
+        out["dropped_below_relevance_per_query"] = round(sum(self.dropped_below_relevance) / asked, 3)
         return out
 
 
@@ -202,7 +205,8 @@ class ModeUnavailable(Exception):
     """The server does not implement a query mode (yet)."""
 
 
-QueryFn = Callable[[str, str, str], list[str]]
+# (user, question, mode) -> the returned memory ids, and how many the relevance floor dropped.
+QueryFn = Callable[[str, str, str], tuple[list[str], int]]
 
 
 def write_conversation(
@@ -277,8 +281,9 @@ def evaluate(
             for conversation, user, dia_of in conversations:
                 for q in conversation.questions:
                     started = time.perf_counter()
-                    ids = query(user, q.text, mode)
+                    ids, dropped = query(user, q.text, mode)
                     result.latencies_ms.append((time.perf_counter() - started) * 1000)
+                    result.dropped_below_relevance.append(dropped)
                     ranked = [list(dia_of.get(i, ())) for i in ids]
                     result.groups[GROUPS[q.category]].add(ranked, q.evidence)
                     result.groups["overall"].add(ranked, q.evidence)
@@ -293,7 +298,8 @@ def evaluate(
 def format_table(mode: str, result: ModeResult) -> str:
     lat = result.as_dict()["latency_ms"]
     lines = [
-        f"{mode.upper()}  latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms",
+        f"{mode.upper()}  latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, "
+        f"{result.as_dict()['dropped_below_relevance_per_query']} results per query below the relevance floor",
         f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}",
     ]
     for g in GROUP_ORDER:
@@ -305,11 +311,14 @@ def format_table(mode: str, result: ModeResult) -> str:
     return "\n".join(lines)
 
 
-def query_with(client: Any) -> QueryFn:
-    """Ask one question in one mode, as the protocol says (limit 20, no importance gate, no cache)."""
+def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
+    """Ask one question in one mode, as the protocol says (limit 20, no importance gate, no
+    cache), with the server's relevance floor unless `min_relevance` is given."""
     from memsvc.api.client import ClientError
 
-    def query(user: str, text: str, mode: str) -> list[str]:
+    floor = {} if min_relevance is None else {"min_relevance": min_relevance}
+
+    def query(user: str, text: str, mode: str) -> tuple[list[str], int]:
         try:
             response = client.query(
                 user,
@@ -318,12 +327,14 @@ def query_with(client: Any) -> QueryFn:
                 mode=f"QUERY_MODE_{mode.upper()}",
                 filter={"min_importance": 0.0},
                 skip_cache=True,
+                **floor,
             )
         except ClientError as exc:
             if exc.code == "UNIMPLEMENTED":
                 raise ModeUnavailable(f"UNIMPLEMENTED: {exc.message}") from exc
             raise
-        return [m["memory"]["id"] for m in response.get("memories", [])]
+        dropped = int(response.get("report", {}).get("dropped_below_relevance", 0))
+        return [m["memory"]["id"] for m in response.get("memories", [])], dropped
 
     return query
 
@@ -361,6 +372,7 @@ def evaluate_each_on_a_copy(
     store: Path,
     loaded: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
     modes: Sequence[str],
+    min_relevance: float | None = None,
 ) -> tuple[dict[str, ModeResult], dict[str, str]]:
     """Every mode on its own copy of the loaded store, so none sees the usage counts another left."""
     from memsvc.api.client import MemoryClient
@@ -378,7 +390,7 @@ def evaluate_each_on_a_copy(
         client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
 
         try:
-            got, why = evaluate(loaded, [mode], query_with(client), progress)
+            got, why = evaluate(loaded, [mode], query_with(client, min_relevance), progress)
         finally:
             client.close()
             bench.stop()
@@ -399,6 +411,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="conversation",
         help="conversation: each session through AddConversation (turns, extracted memories, summaries; "
         "a derived memory counts as its source turns); turns: one AddMemories memory per turn",
+    )
+    parser.add_argument(
+        "--min-relevance",
+        type=float,
+        help="DIRECT's relevance floor for every question (default: the server's MEMSVC_MIN_RELEVANCE; 0 turns it off)",
     )
     parser.add_argument("--json", type=Path, help="write the numbers to this file")
     parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
@@ -433,7 +450,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         times = IngestTimes()
         loaded = load_store(store, conversations, args.ingest, times)
-        results, skipped = evaluate_each_on_a_copy(store, loaded, modes)
+        results, skipped = evaluate_each_on_a_copy(store, loaded, modes, args.min_relevance)
     finally:
         if owns_store:
             shutil.rmtree(store, ignore_errors=True)

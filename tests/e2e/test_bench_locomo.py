@@ -81,16 +81,17 @@ def test_metrics_and_unimplemented_modes_are_skipped(tmp_path: Path) -> None:
     path.write_text(json.dumps(CONVERSATION))
     c = load_conversation(path)
 
-    def fake(user: str, text: str, mode: str) -> list[str]:
+    def fake(user: str, text: str, mode: str) -> tuple[list[str], int]:
         if mode == "agent":
             raise ModeUnavailable("UNIMPLEMENTED: not yet")
-        return ["m1"]
+        return ["m1"], 2
 
     results, skipped = evaluate([(c, "u", {"m1": ["D1:2"]})], ["direct", "agent"], fake)
     assert list(results) == ["direct"] and skipped == {"agent": "UNIMPLEMENTED: not yet"}
     assert isinstance(results["direct"], ModeResult)
     assert results["direct"].as_dict()["single-hop"]["recall@5"] == 1.0
     assert results["direct"].as_dict()["temporal"]["recall@5"] == 0.0
+    assert results["direct"].as_dict()["dropped_below_relevance_per_query"] == 2
 
 
 def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,7 +111,15 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
     assert (ingest["mode"], ingest["calls"], ingest["turns_per_call"]) == ("conversation", 2, 3.0)
     assert 0 < ingest["p50_ms"] <= ingest["p95_ms"]
     direct = numbers["DIRECT"]
-    assert list(direct) == ["multi-hop", "temporal", "open-domain", "single-hop", "overall", "latency_ms"]
+    assert list(direct) == [
+        "multi-hop",
+        "temporal",
+        "open-domain",
+        "single-hop",
+        "overall",
+        "latency_ms",
+        "dropped_below_relevance_per_query",
+    ]
     assert direct["overall"]["n"] == 3 and direct["open-domain"]["n"] == 0
     assert set(direct["overall"]) == {"recall@5", "recall@7", "recall@10", "recall@20", "hit@5", "hit@10", "mrr", "n"}
     # Six memories, limit 20: everything comes back, so every evidence turn is in the top 20.
