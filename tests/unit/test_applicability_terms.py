@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
-from memsvc.retrieval.applicability import TermMatcher, analyse_offline, offline_applicability, pool_term_weights
+from memsvc.retrieval.applicability import (
+    OTHER_SPEAKER_PENALTY,
+    TermMatcher,
+    analyse_offline,
+    combine,
+    named_speaker,
+    offline_applicability,
+    pool_term_weights,
+)
 
 NS = Namespace("acme", "default", "development", "u1")
 
@@ -34,3 +44,22 @@ def test_a_memory_holding_the_questions_term_as_a_compound_scores_higher() -> No
     assert weights["destress"] > weights["melani"]
     scores = [offline_applicability(r, w, analysis, [], weights) for r, w in zip([answer, other], words, strict=True)]
     assert scores[0] > scores[1]
+
+
+def spoken(memory_id: str, speaker: str, content: str) -> RankedMemory:
+    ns = Namespace("t", "p", "development", "u")
+    memory = Memory(id=memory_id, namespace=ns, content=content, speaker_name=speaker)
+    return RankedMemory(memory, 0.5, ScoreBreakdown(decay=1.0))
+
+
+def test_a_question_about_one_speaker_puts_the_other_speakers_turns_below() -> None:
+    terms = TermMatcher()
+    pool = [spoken("a", "Melanie", "I paint sunsets"), spoken("b", "Caroline Lee", "I love painting too!")]
+    pool.append(spoken("x", "", "Melanie enjoys painting"))  # extracted: no speaker, names its subject
+    assert named_speaker(terms.entities("What does Melanie paint?"), pool, terms) == "Melanie"
+    assert named_speaker(terms.entities("What did Caroline give Melanie?"), pool, terms) is None  # two named
+    assert named_speaker(terms.entities("What do they paint?"), pool, terms) is None
+    analysis = analyse_offline("What does Melanie paint?", [], time.time())
+    mine, theirs, extracted = (combine(r, 0.5, 0.5, analysis, "Melanie") for r in pool)
+    assert theirs == pytest.approx(mine - OTHER_SPEAKER_PENALTY) and extracted == mine
+    assert combine(pool[1], 0.5, 0.5, analysis, None) == mine  # no subject: no penalty
