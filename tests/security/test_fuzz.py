@@ -55,6 +55,11 @@ INT32 = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([-1, 0, 1, 1
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UINT = st.integers(0, 2**32 - 1)
 FLOAT32 = st.floats(width=32, allow_nan=True, allow_infinity=True)
+TAG = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,8}", fullmatch=True)
+# Resolved now, at import: a lazy strategy resolved during a draw imports hypothesis's regex
+# module deep in the draw's recursion, where CPython 3.11.7 can fail compiling it ("SystemError:
+# AST constructor recursion depth mismatch"), which failed this test about once in seven runs.
+TAG.validate()
 JSON = st.recursive(
     st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
@@ -82,8 +87,7 @@ def _string_for(name: str, memory_ids: list[str]) -> st.SearchStrategy[str]:
     if name == "page_token":
         return st.one_of(st.text(string.ascii_letters + string.digits + "-_=", max_size=80), TEXT)
     if name in ("tags", "tags_any"):
-        tag = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,8}", fullmatch=True)
-        return st.one_of(tag, tag, tag, TEXT)
+        return st.one_of(TAG, TAG, TAG, TEXT)
     if name == "request_id":
         return st.integers(0, 3).flatmap(lambda n: st.just("req_0123456789abcdef") if n < 3 else TEXT)
     return TEXT
