@@ -27,6 +27,8 @@ from memsvc.bench.harness import QUERY_MODES, BenchServer, percentile
 
 GROUPS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 GROUP_ORDER = ("multi-hop", "temporal", "open-domain", "single-hop", "overall")
+# Overall recall when an extracted memory or a summary counts for nothing, only returned turns do.
+TURNS_ONLY = "turns-only"
 RECALL_KS = (5, 7, 10, 20)
 HIT_KS = (5, 10)
 LIMIT = 20
@@ -162,13 +164,13 @@ class Scores:
 
 @dataclass
 class ModeResult:
-    groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in GROUP_ORDER})
+    groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in (*GROUP_ORDER, TURNS_ONLY)})
     latencies_ms: list[float] = field(default_factory=list)
     dropped_below_relevance: list[int] = field(default_factory=list)
     errors: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {g: self.groups[g].as_dict() for g in GROUP_ORDER}
+        out: dict[str, Any] = {g: self.groups[g].as_dict() for g in (*GROUP_ORDER, TURNS_ONLY)}
         out["latency_ms"] = {
             "p50": round(percentile(self.latencies_ms, 50), 2),
             "p95": round(percentile(self.latencies_ms, 95), 2),
@@ -209,9 +211,21 @@ class ModeUnavailable(Exception):
 QueryFn = Callable[[str, str, str], tuple[list[str], int]]
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A conversation as written: its user, and what each stored memory stands for."""
+
+    conversation: Conversation
+    user: str
+    # memory id -> the turn ids it stands for: a turn itself; a derived memory its source turns
+    evidence_of: Mapping[str, Sequence[str]]
+    # the ids of the memories that are turns (not extracted memories or summaries)
+    turn_ids: frozenset[str]
+
+
 def write_conversation(
     client: Any, user: str, conversation: Conversation, times: IngestTimes, batch: int = 64
-) -> dict[str, list[str]]:
+) -> Loaded:
     """Write every turn as one memory; return memory id -> the turn ids it stands for."""
     by_id: dict[str, list[str]] = {}
     for start in range(0, len(conversation.turns), batch):
@@ -231,15 +245,16 @@ def write_conversation(
         response = times.timed(len(chunk), client.add, user, memories)
         for turn, stored in zip(chunk, response.get("memories", []), strict=True):
             by_id.setdefault(stored["id"], []).append(turn.dia_id)
-    return by_id
+    return Loaded(conversation, user, by_id, frozenset(by_id))
 
 
-def ingest_conversation(client: Any, user: str, conversation: Conversation, times: IngestTimes) -> dict[str, list[str]]:
+def ingest_conversation(client: Any, user: str, conversation: Conversation, times: IngestTimes) -> Loaded:
     """Write each session through AddConversation; return memory id -> the turn ids it stands for.
 
     A turn stands for itself; an extracted memory or a summary for its source turns.
     """
     by_id: dict[str, list[str]] = {}
+    turn_ids: set[str] = set()
     sessions: dict[int, list[Turn]] = {}
     for t in conversation.turns:
         sessions.setdefault(t.session, []).append(t)
@@ -257,17 +272,18 @@ def ingest_conversation(client: Any, user: str, conversation: Conversation, time
         dia_of_turn = {}
         for turn, stored in zip(turns, response.get("turns", []), strict=True):
             dia_of_turn[stored["id"]] = turn.dia_id
+            turn_ids.add(stored["id"])
             by_id.setdefault(stored["id"], []).append(turn.dia_id)
         derived = [*response.get("extracted", []), *([response["summary"]] if "summary" in response else [])]
         for memory in derived:
             sources = [dia_of_turn[s] for s in memory.get("source_memory_ids", []) if s in dia_of_turn]
             known = by_id.setdefault(memory["id"], [])
             known += [d for d in sources if d not in known]
-    return by_id
+    return Loaded(conversation, user, by_id, frozenset(turn_ids))
 
 
 def evaluate(
-    conversations: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
+    conversations: Sequence[Loaded],
     modes: Sequence[str],
     query: QueryFn,
     progress: Callable[[str], None] = lambda _: None,
@@ -278,16 +294,19 @@ def evaluate(
     for mode in modes:
         result = ModeResult()
         try:
-            for conversation, user, dia_of in conversations:
-                for q in conversation.questions:
+            for loaded in conversations:
+                for q in loaded.conversation.questions:
                     started = time.perf_counter()
-                    ids, dropped = query(user, q.text, mode)
+                    ids, dropped = query(loaded.user, q.text, mode)
                     result.latencies_ms.append((time.perf_counter() - started) * 1000)
                     result.dropped_below_relevance.append(dropped)
-                    ranked = [list(dia_of.get(i, ())) for i in ids]
+                    ranked = [list(loaded.evidence_of.get(i, ())) for i in ids]
                     result.groups[GROUPS[q.category]].add(ranked, q.evidence)
                     result.groups["overall"].add(ranked, q.evidence)
-                progress(f"{mode}: {conversation.name} done")
+                    # The same answer with no credit for derived memories: what the turns alone found.
+                    turns_only = [ids_ if i in loaded.turn_ids else [] for i, ids_ in zip(ids, ranked, strict=True)]
+                    result.groups[TURNS_ONLY].add(turns_only, q.evidence)
+                progress(f"{mode}: {loaded.conversation.name} done")
         except ModeUnavailable as exc:
             skipped[mode] = str(exc)
             continue
@@ -302,7 +321,7 @@ def format_table(mode: str, result: ModeResult) -> str:
         f"{result.as_dict()['dropped_below_relevance_per_query']} results per query below the relevance floor",
         f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}",
     ]
-    for g in GROUP_ORDER:
+    for g in (*GROUP_ORDER, TURNS_ONLY):
         d = result.groups[g].as_dict()
         lines.append(
             f"  {g:<12} {d['n']:>4}  {d['recall@5']:>6.3f} {d['recall@7']:>6.3f} {d['recall@10']:>6.3f} "
@@ -339,9 +358,7 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
     return query
 
 
-def load_store(
-    store: Path, conversations: Sequence[Conversation], ingest: str, times: IngestTimes
-) -> list[tuple[Conversation, str, dict[str, list[str]]]]:
+def load_store(store: Path, conversations: Sequence[Conversation], ingest: str, times: IngestTimes) -> list[Loaded]:
     """Write every conversation into a server on `store`, wait for the index, stop the server."""
     from memsvc.api.client import MemoryClient
 
@@ -353,7 +370,7 @@ def load_store(
         for conversation in conversations:
             user = f"locomo-{conversation.name}"
             write = ingest_conversation if ingest == "conversation" else write_conversation
-            loaded.append((conversation, user, write(client, user, conversation, times)))
+            loaded.append(write(client, user, conversation, times))
         bench.settle()
         timing = times.as_dict()
         call = "AddConversation (one session)" if ingest == "conversation" else "AddMemories (64 turns)"
@@ -370,7 +387,7 @@ def load_store(
 
 def evaluate_each_on_a_copy(
     store: Path,
-    loaded: Sequence[tuple[Conversation, str, Mapping[str, Sequence[str]]]],
+    loaded: Sequence[Loaded],
     modes: Sequence[str],
     min_relevance: float | None = None,
 ) -> tuple[dict[str, ModeResult], dict[str, str]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.bench.locomo import (
+    Loaded,
     ModeResult,
     ModeUnavailable,
     Scores,
@@ -86,11 +87,12 @@ def test_metrics_and_unimplemented_modes_are_skipped(tmp_path: Path) -> None:
             raise ModeUnavailable("UNIMPLEMENTED: not yet")
         return ["m1"], 2
 
-    results, skipped = evaluate([(c, "u", {"m1": ["D1:2"]})], ["direct", "agent"], fake)
+    results, skipped = evaluate([Loaded(c, "u", {"m1": ["D1:2"]}, frozenset())], ["direct", "agent"], fake)
     assert list(results) == ["direct"] and skipped == {"agent": "UNIMPLEMENTED: not yet"}
     assert isinstance(results["direct"], ModeResult)
     assert results["direct"].as_dict()["single-hop"]["recall@5"] == 1.0
     assert results["direct"].as_dict()["temporal"]["recall@5"] == 0.0
+    assert results["direct"].as_dict()["turns-only"]["recall@5"] == 0.0  # m1 is derived: no credit
     assert results["direct"].as_dict()["dropped_below_relevance_per_query"] == 2
 
 
@@ -117,6 +119,7 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
         "open-domain",
         "single-hop",
         "overall",
+        "turns-only",
         "latency_ms",
         "dropped_below_relevance_per_query",
     ]
