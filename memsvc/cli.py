@@ -289,6 +289,18 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the memory tools over MCP, calling the memsvc server at --address with gRPC."""
+    from memsvc.mcp.server import McpOptions, run
+
+    settings = _settings(args)
+    address = args.address or os.environ.get("MEMSVC_ADDRESS") or settings.listen
+    # Over HTTP each request brings its own key; a key of the process would answer for callers without one.
+    api_key = _api_key(args, settings) if args.transport == "stdio" else ""
+    run(McpOptions(address, args.transport, api_key, args.host, args.port, args.timeout))
+    return 0
+
+
 # `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
 BENCHMARKS = ("query", "write", "scaling", "locomo", "load")
 
@@ -393,6 +405,21 @@ def build_parser() -> argparse.ArgumentParser:
     history = client_command("history", "the versions of one memory")
     history.add_argument("id")
     history.set_defaults(func=cmd_history)
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve remember, recall, forget, list and history as MCP tools (stdio or streamable HTTP)",
+        description="An MCP server whose tools call the memsvc server at --address over gRPC. On stdio every "
+        "call uses the API key of --api-key, MEMSVC_API_KEY or the development key; over HTTP every request "
+        "must bring its own as 'Authorization: Bearer <key>' (401 without one).",
+    )
+    mcp.add_argument("--address", help="memsvc server address (default MEMSVC_ADDRESS or MEMSVC_LISTEN)")
+    mcp.add_argument("--api-key", help="stdio only: API key (default MEMSVC_API_KEY or the development key)")
+    mcp.add_argument("--timeout", type=float, default=30.0, help="deadline of each gRPC call in seconds")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="http only: the interface to listen on")
+    mcp.add_argument("--port", type=int, default=8765, help="http only: the port to listen on (path /mcp)")
+    mcp.set_defaults(func=cmd_mcp)
 
     bench = sub.add_parser("bench", help="run a benchmark against an in-process server")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)

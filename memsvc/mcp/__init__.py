@@ -1,0 +1,1 @@
+"""`memsvc mcp`: the memory service as Model Context Protocol tools, a client of the gRPC API."""
