@@ -244,7 +244,10 @@ class QueryPipeline:
                 reranked = await rerank(ranking.memories, now)
                 ranking = Ranking(reranked.memories, ranking.dropped_by_importance, reranked.explanation)
             relevant = [r for r in ranking.memories if r.breakdown.relevance >= min_relevance]
-            report.dropped_below_relevance = len(ranking.memories) - len(relevant)
+            if len(relevant) < len(ranking.memories):
+                # Counted among the results the floor took away, not the whole candidate pool.
+                would_return = collapse_derived(ranking.memories)[: plan.limit]
+                report.dropped_below_relevance = sum(1 for r in would_return if r.breakdown.relevance < min_relevance)
             span.set_attribute("memsvc.candidates.dropped_below_relevance", report.dropped_below_relevance)
             ranking = replace(ranking, memories=collapse_derived(relevant)[: plan.limit])
             report.dropped_by_importance = ranking.dropped_by_importance

@@ -526,7 +526,8 @@ type QueryReport struct {
 	Notes []string `protobuf:"bytes,15,rep,name=notes,proto3" json:"notes,omitempty"`
 	// Confidence of the final sufficiency check in QUERY_MODE_AGENT, in [0, 1].
 	Confidence float32 `protobuf:"fixed32,16,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	// Candidates dropped by the relevance floor (QueryRequest.min_relevance).
+	// Results the relevance floor (QueryRequest.min_relevance) took away: candidates that would
+	// otherwise have been among the first `limit` results.
 	DroppedBelowRelevance int32 `protobuf:"varint,17,opt,name=dropped_below_relevance,json=droppedBelowRelevance,proto3" json:"dropped_below_relevance,omitempty"`
 }
 

@@ -376,7 +376,8 @@ export type QueryReport = Message<"memsvc.v1.QueryReport"> & {
   confidence: number;
 
   /**
-   * Candidates dropped by the relevance floor (QueryRequest.min_relevance).
+   * Results the relevance floor (QueryRequest.min_relevance) took away: candidates that would
+   * otherwise have been among the first `limit` results.
    *
    * @generated from field: int32 dropped_below_relevance = 17;
    */
