@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +20,21 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from memsvc_client import (
     AsyncMemoryClient,
+    ConversationTurn,
     DeadlineExceededError,
+    Extractor,
     InvalidArgumentError,
     Memory,
     MemoryClient,
     MemoryFilter,
+    MemoryKind,
     MemsvcError,
     NewMemory,
     NotFoundError,
     QueryMode,
     QueryResult,
     RetryPolicy,
+    Role,
     Tier,
     UnauthenticatedError,
     UnavailableError,
@@ -135,6 +139,39 @@ def test_empty_content_is_invalid_argument_with_field_violations(client: MemoryC
     assert "memories[0].content" in str(error)
 
 
+SESSION = [
+    ConversationTurn(Role.USER, "I adopted a greyhound named Pepper.", datetime(2023, 5, 8, 10, tzinfo=UTC), "Zoe"),
+    ConversationTurn(
+        Role.ASSISTANT, "Lovely! You should try the dog park on Elm Street.", datetime(2023, 5, 8, 10, 1, tzinfo=UTC)
+    ),
+]
+
+
+@pytest.mark.e2e
+def test_add_conversation_then_query_with_sources(client: MemoryClient) -> None:
+    added = client.add_conversation("u-conv", "s1", SESSION)
+    assert [t.content for t in added.turns] == [t.content for t in SESSION] and added.turns_created == (True, True)
+    assert added.turns[0].speaker_name == "Zoe" and added.turns[0].kind is MemoryKind.EPISODE
+    assert added.turns[0].create_time == SESSION[0].create_time and added.extractor is Extractor.RULES
+    advice = next(m for m in added.extracted if m.kind is MemoryKind.RECOMMENDATION)
+    assert advice.source_memory_ids == (added.turns[1].id,) and added.summary is None  # two turns: no summary yet
+    again = client.add_conversation("u-conv", "s1", SESSION)  # a resent session stores nothing twice
+    assert again.turns_created == (False, False) and [t.id for t in again.turns] == [t.id for t in added.turns]
+    assert again.extractor is Extractor.NONE and not again.extracted
+
+    found = client.query("u-conv", "which dog park was suggested?", include_sources=True, filter=EVERYTHING)
+    hit = next(r for r in found.memories if r.memory.id == advice.id)
+    assert [s.id for s in hit.sources] == [added.turns[1].id]
+    assert 0 < hit.score_breakdown.relevance <= 1 and 0 <= hit.score_breakdown.term_coverage <= 1
+    everything = client.query("u-conv", "what is the capital of Peru?", min_relevance=0.0, filter=EVERYTHING)
+    floored = client.query("u-conv", "what is the capital of Peru?", filter=EVERYTHING)
+    assert len(floored.memories) + floored.report.dropped_below_relevance == len(everything.memories)
+
+    with pytest.raises(InvalidArgumentError) as info:
+        client.add_conversation("u-conv", "s1", [ConversationTurn(Role.USER, "")], first_turn_index=2)
+    assert [v.field for v in info.value.field_violations] == ["turns[0].content"]
+
+
 @pytest.mark.e2e
 def test_wrong_key_is_unauthenticated(server: RunningServer) -> None:
     with (
@@ -172,13 +209,19 @@ def test_async_client(server: RunningServer) -> None:
                 await client.get_memory("u-async", more.memories[0].id)
             with pytest.raises(InvalidArgumentError) as info:
                 await client.add("u-async", "")
+            conversation = await client.add_conversation(
+                "u-async", "s1", ["I started learning the cello.", "My teacher is called Ines."]
+            )
             forgotten = await client.forget_user("u-async")
 
         assert result.memories[0].memory.id == stored.id
         assert sorted(listed) == sorted([stored.id, *(m.id for m in more.memories)])
         assert updated.tags == ("bike",)
         assert [v.field for v in info.value.field_violations] == ["memories[0].content"]
-        assert forgotten == 4
+        assert [t.role for t in conversation.turns] == [Role.USER, Role.USER] and conversation.extracted
+        # What is extracted from a turn is a memory of its own, never the turn confirmed again.
+        assert not {m.id for m in conversation.extracted} & {t.id for t in conversation.turns}
+        assert forgotten == 4 + len(conversation.turns) + len(conversation.extracted)
 
     asyncio.run(scenario())
 

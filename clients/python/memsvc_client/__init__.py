@@ -26,7 +26,9 @@ from memsvc_client.errors import (
 )
 from memsvc_client.types import (
     AddResult,
+    ConversationResult,
     ConversationTurn,
+    Extractor,
     Memory,
     MemoryFilter,
     MemoryKind,
@@ -49,9 +51,11 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncMemoryClient",
     "CancelledError",
+    "ConversationResult",
     "ConversationTurn",
     "DataLossError",
     "DeadlineExceededError",
+    "Extractor",
     "FailedPreconditionError",
     "FieldViolation",
     "InternalError",

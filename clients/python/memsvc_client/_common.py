@@ -145,6 +145,7 @@ class WriteStub(Protocol):
     """The generated memsvc.v1.WriteService stub of a sync channel."""
 
     AddMemories: UnaryCall[write_service_pb2.AddMemoriesRequest, write_service_pb2.AddMemoriesResponse]
+    AddConversation: UnaryCall[write_service_pb2.AddConversationRequest, write_service_pb2.AddConversationResponse]
     UpdateMemory: UnaryCall[write_service_pb2.UpdateMemoryRequest, write_service_pb2.UpdateMemoryResponse]
     DeleteMemory: UnaryCall[write_service_pb2.DeleteMemoryRequest, write_service_pb2.DeleteMemoryResponse]
     ForgetUser: UnaryCall[write_service_pb2.ForgetUserRequest, write_service_pb2.ForgetUserResponse]
@@ -162,6 +163,9 @@ class AsyncWriteStub(Protocol):
     """The generated memsvc.v1.WriteService stub of a grpc.aio channel."""
 
     AddMemories: UnaryCall[write_service_pb2.AddMemoriesRequest, Awaitable[write_service_pb2.AddMemoriesResponse]]
+    AddConversation: UnaryCall[
+        write_service_pb2.AddConversationRequest, Awaitable[write_service_pb2.AddConversationResponse]
+    ]
     UpdateMemory: UnaryCall[write_service_pb2.UpdateMemoryRequest, Awaitable[write_service_pb2.UpdateMemoryResponse]]
     DeleteMemory: UnaryCall[write_service_pb2.DeleteMemoryRequest, Awaitable[write_service_pb2.DeleteMemoryResponse]]
     ForgetUser: UnaryCall[write_service_pb2.ForgetUserRequest, Awaitable[write_service_pb2.ForgetUserResponse]]
@@ -230,6 +234,8 @@ def query_request(
     context_window: int,
     token_budget: int,
     skip_cache: bool,
+    include_sources: bool,
+    min_relevance: float | None,
 ) -> query_service_pb2.QueryRequest:
     request = query_service_pb2.QueryRequest(
         user_id=user_id,
@@ -241,10 +247,25 @@ def query_request(
         context_window=context_window,
         token_budget=token_budget,
         skip_cache=skip_cache,
+        include_sources=include_sources,
     )
+    if min_relevance is not None:
+        request.min_relevance = min_relevance
     if filter is not None:
         request.filter.CopyFrom(filter.to_proto())
     return request
+
+
+def conversation_request(
+    user_id: str, session_id: str, turns: Sequence[ConversationTurn | str], first_turn_index: int
+) -> write_service_pb2.AddConversationRequest:
+    """A plain string is a turn of the user said now."""
+    return write_service_pb2.AddConversationRequest(
+        user_id=user_id,
+        session_id=session_id,
+        turns=[(ConversationTurn(Role.USER, t) if isinstance(t, str) else t).to_proto() for t in turns],
+        first_turn_index=first_turn_index,
+    )
 
 
 def list_request(

@@ -17,6 +17,7 @@ from memsvc_client._gen.memsvc.v1 import query_service_pb2_grpc, write_service_p
 from memsvc_client.errors import InternalError, UnavailableError, error_from_rpc
 from memsvc_client.types import (
     AddResult,
+    ConversationResult,
     ConversationTurn,
     Memory,
     MemoryFilter,
@@ -157,6 +158,29 @@ class AsyncMemoryClient:
             raise InternalError(f"the server returned {len(result.memories)} memories for one")
         return result.memories[0]
 
+    async def add_conversation(
+        self,
+        user_id: str,
+        session_id: str,
+        turns: Sequence[ConversationTurn | str],
+        *,
+        first_turn_index: int = 0,
+        timeout_s: float | None = None,
+    ) -> ConversationResult:
+        """Hand memsvc a session's new turns (oldest first, `first_turn_index` the first one's
+        index in the session): each is stored as evidence, and the memories it states and the
+        session's summary are derived from the new ones. A plain string is a user turn said now.
+
+        Retried on UNAVAILABLE: the session index of each turn makes resending it store nothing twice.
+        """
+        request = _common.conversation_request(user_id, session_id, turns, first_turn_index)
+        if self.retry_policy is None:
+            return ConversationResult.from_proto(await self._call(self.write_stub.AddConversation, request, timeout_s))
+        response = await self._call_retrying(
+            lambda left_s: self._call(self.write_stub.AddConversation, request, left_s), timeout_s
+        )
+        return ConversationResult.from_proto(response)
+
     async def query(
         self,
         user_id: str,
@@ -170,11 +194,15 @@ class AsyncMemoryClient:
         context_window: int = 0,
         token_budget: int = 0,
         skip_cache: bool = False,
+        include_sources: bool = False,
+        min_relevance: float | None = None,
         timeout_s: float | None = None,
     ) -> QueryResult:
         """The memories of a user that matter for a query text, best first, with a report.
 
-        Zero and empty values leave the server's defaults (limit 10, direct mode, importance gate 0.5).
+        Zero and empty values leave the server's defaults (limit 10, direct mode, importance gate
+        0.5); `min_relevance` None leaves DIRECT's relevance floor the server's, 0 turns it off.
+        `include_sources` returns with each derived memory the turns it came from.
         """
         request = _common.query_request(
             user_id,
@@ -187,6 +215,8 @@ class AsyncMemoryClient:
             context_window=context_window,
             token_budget=token_budget,
             skip_cache=skip_cache,
+            include_sources=include_sources,
+            min_relevance=min_relevance,
         )
         return QueryResult.from_proto(await self._call(self.query_stub.Query, request, timeout_s))
 

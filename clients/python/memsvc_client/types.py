@@ -180,13 +180,21 @@ class MemoryFilter:
 
 @dataclass(frozen=True)
 class ConversationTurn:
-    """One recent turn of the conversation a query comes from."""
+    """One turn of a conversation: a recent turn a query comes from, or a turn to remember
+    (add_conversation), where `create_time` (when it was said) and `name` (the speaker's) count."""
 
     role: Role
     content: str
+    create_time: datetime | None = None
+    name: str = ""
 
     def to_proto(self) -> query_service_pb2.ConversationTurn:
-        return query_service_pb2.ConversationTurn(role=cast("memory_pb2.Role", int(self.role)), content=self.content)
+        turn = query_service_pb2.ConversationTurn(
+            role=cast("memory_pb2.Role", int(self.role)), content=self.content, name=self.name
+        )
+        if self.create_time is not None:
+            set_time(turn.create_time, self.create_time)
+        return turn
 
 
 @dataclass(frozen=True)
@@ -213,6 +221,12 @@ class Memory:
     retention_status: RetentionStatus
     embedding_version: str
     superseded_by: str
+    # The memories this one was derived from (the turns of an extracted memory or a summary).
+    source_memory_ids: tuple[str, ...] = ()
+    # The speaker's name of a conversation turn.
+    speaker_name: str = ""
+    # True for a summary one of whose sources changed since it was written.
+    stale: bool = False
 
     @classmethod
     def from_proto(cls, message: memory_pb2.Memory) -> Memory:
@@ -237,6 +251,9 @@ class Memory:
             retention_status=_enum(RetentionStatus, message.retention_status),
             embedding_version=message.embedding_version,
             superseded_by=message.superseded_by,
+            source_memory_ids=tuple(message.source_memory_ids),
+            speaker_name=message.speaker_name,
+            stale=message.stale,
         )
 
 
@@ -279,6 +296,10 @@ class ScoreBreakdown:
     lexical: float
     dense_rank: int
     lexical_rank: int
+    # How much the memory matches the query on its own, comparable across queries and stores.
+    relevance: float = 0.0
+    # The share of the query's IDF weight among the memory's words.
+    term_coverage: float = 0.0
 
     @classmethod
     def from_proto(cls, message: memory_pb2.ScoreBreakdown) -> ScoreBreakdown:
@@ -293,6 +314,8 @@ class ScoreBreakdown:
             lexical=message.lexical,
             dense_rank=message.dense_rank,
             lexical_rank=message.lexical_rank,
+            relevance=message.relevance,
+            term_coverage=message.term_coverage,
         )
 
 
@@ -306,6 +329,8 @@ class RankedMemory:
     matched_queries: tuple[str, ...]
     # True when added as a neighbour of a matching memory (context expansion), not matched itself.
     context_neighbor: bool
+    # What a derived memory came from, oldest first, when the query set include_sources.
+    sources: tuple[Memory, ...] = ()
 
     @classmethod
     def from_proto(cls, message: query_service_pb2.RankedMemory) -> RankedMemory:
@@ -315,6 +340,7 @@ class RankedMemory:
             score_breakdown=ScoreBreakdown.from_proto(message.score_breakdown),
             matched_queries=tuple(message.matched_queries),
             context_neighbor=message.context_neighbor,
+            sources=tuple(Memory.from_proto(m) for m in message.sources),
         )
 
 
@@ -347,6 +373,8 @@ class QueryReport:
     degraded: bool
     notes: tuple[str, ...]
     confidence: float
+    # Results the relevance floor took away.
+    dropped_below_relevance: int = 0
 
     @classmethod
     def from_proto(cls, message: query_service_pb2.QueryReport) -> QueryReport:
@@ -367,6 +395,7 @@ class QueryReport:
             degraded=message.degraded,
             notes=tuple(message.notes),
             confidence=message.confidence,
+            dropped_below_relevance=message.dropped_below_relevance,
         )
 
 
@@ -389,4 +418,42 @@ class QueryResult:
             request_id=message.request_id,
             report=QueryReport.from_proto(message.report),
             context=message.context,
+        )
+
+
+class Extractor(enum.IntEnum):
+    """What decided which memories a conversation's turns state (memsvc.v1.Extractor)."""
+
+    UNSPECIFIED = 0
+    LLM = 1
+    RULES = 2
+    RULES_AFTER_LLM_FAILURE = 3
+    NONE = 4
+
+
+@dataclass(frozen=True)
+class ConversationResult:
+    """What add_conversation stored: the turns (in request order, each stored once per session
+    index), the memories extracted from the new ones, and the session's summary, if any."""
+
+    turns: tuple[Memory, ...]
+    # False where the session already held the turn at that index and that memory came back.
+    turns_created: tuple[bool, ...]
+    extracted: tuple[Memory, ...]
+    summary: Memory | None
+    extractor: Extractor
+    extractor_reason: str
+    llm_tokens: int
+
+    @classmethod
+    def from_proto(cls, message: write_service_pb2.AddConversationResponse) -> ConversationResult:
+        created = write_service_pb2.WRITE_OUTCOME_CREATED
+        return cls(
+            turns=tuple(Memory.from_proto(m) for m in message.turns),
+            turns_created=tuple(r.outcome == created for r in message.turn_results),
+            extracted=tuple(Memory.from_proto(m) for m in message.extracted),
+            summary=Memory.from_proto(message.summary) if message.HasField("summary") else None,
+            extractor=_enum(Extractor, message.extractor),
+            extractor_reason=message.extractor_reason,
+            llm_tokens=message.llm_tokens,
         )

@@ -29,6 +29,7 @@ from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.write.keys import is_turn_key
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.vectors.base import VectorIndex
 
@@ -194,7 +195,12 @@ class WriteReview:
         if not wanted:
             return [Review() for _ in items]
         rows = await deadline.run(self._store.fetch_memories(namespace, wanted), "the record store")
-        active = [r for r in rows if r.retention_status is RetentionStatus.ACTIVE]
+        # A conversation's turns are what was said, evidence under everything derived from them:
+        # no memory repeats or contradicts a turn (a memory extracted from a turn says what the
+        # turn says, and must be stored as itself, not counted as a confirmation of the turn).
+        active = [
+            r for r in rows if r.retention_status is RetentionStatus.ACTIVE and not is_turn_key(r.idempotency_key)
+        ]
         opened = {m.id: m for m in await self._codec.open_all(active)}
         return [
             await self._judge(
