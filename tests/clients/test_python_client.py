@@ -238,7 +238,10 @@ def test_readme_example_runs(server: RunningServer, monkeypatch: pytest.MonkeyPa
     printed = capsys.readouterr().out
     assert "window seats" in printed
     assert "memories[0].content" in printed
-    assert "erased 3" in printed
+    # The conversation's extracted memory (a fact, in the user's words) found with its source turn.
+    said = "I'm allergic to shellfish, so no oysters for me."
+    assert f'["{said}"] RULES' in printed and f'("{said}", ["{said}"])' in printed
+    assert "erased 5" in printed  # three memories, one turn, one extracted
 
 
 # Retries, against a stand-in WriteService that fails a chosen number of times.
