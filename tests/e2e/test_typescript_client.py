@@ -40,3 +40,4 @@ def test_typescript_client_against_live_server(live_server: LiveServer) -> None:
     # The live tests skip themselves without an address; here they must have run.
     assert "# SKIP" not in output, f"the Node e2e tests were skipped:\n{output}"
     assert "adds memories for a fresh user" in output, output
+    assert "ok 2 - a conversation's turns are kept" in output, output

@@ -11,6 +11,8 @@ import {
 } from "./gen/memsvc/v1/query_service_pb.js";
 import {
   WriteService,
+  type AddConversationRequestSchema,
+  type AddConversationResponse,
   type AddMemoriesResponse,
   type ListMemoriesRequestSchema,
   type ListMemoriesResponse,
@@ -21,6 +23,11 @@ import { MemsvcError } from "./errors.js";
 
 /** A memory to store: the fields of memsvc.v1.NewMemory, all optional but `content`. */
 export type NewMemoryInit = MessageInitShape<typeof NewMemorySchema>;
+/**
+ * The fields of memsvc.v1.AddConversationRequest: `userId`, `sessionId` and `turns` (role, content,
+ * createTime, name) are required by the server; `firstTurnIndex` is the first turn's index in the session.
+ */
+export type AddConversationRequestInit = MessageInitShape<typeof AddConversationRequestSchema>;
 /** The fields of memsvc.v1.QueryRequest; `userId` and `query` are required by the server. */
 export type QueryRequestInit = MessageInitShape<typeof QueryRequestSchema>;
 /** The fields of memsvc.v1.ListMemoriesRequest; `userId` is required by the server. */
@@ -109,7 +116,19 @@ export class MemoryClient {
     return this.run(call, (o) => this.write.addMemories({ userId, memories }, o));
   }
 
-  /** Ask which memories of a user matter for a query text. */
+  /**
+   * Hand memsvc a session's new turns: each is kept as evidence, and the memories they state and
+   * the session's summary are derived from the new ones. A resent turn (same session index) is
+   * stored once.
+   */
+  addConversation(
+    request: AddConversationRequestInit,
+    call?: MemoryCallOptions,
+  ): Promise<AddConversationResponse> {
+    return this.run(call, (o) => this.write.addConversation(request, o));
+  }
+
+  /** Ask which memories of a user matter for a query text (`includeSources` for derived memories' turns). */
   query(request: QueryRequestInit, call?: MemoryCallOptions): Promise<QueryResponse> {
     return this.run(call, (o) => this.queries.query(request, o));
   }

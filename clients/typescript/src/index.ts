@@ -2,6 +2,7 @@
 export {
   MemoryClient,
   baseUrlOf,
+  type AddConversationRequestInit,
   type IterateMemoriesRequest,
   type ListMemoriesRequestInit,
   type MemoryCallOptions,

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, describe, test } from "node:test";
-import { GrpcStatus, MemoryClient, MemoryKind, MemsvcError } from "../src/index.js";
+import { GrpcStatus, MemoryClient, MemoryKind, MemsvcError, Role } from "../src/index.js";
 
 const address = process.env["MEMSVC_ADDRESS"] ?? "";
 const apiKey = process.env["MEMSVC_API_KEY"] ?? "";
@@ -53,6 +53,39 @@ describe("memsvc end to end", { skip }, () => {
       listed.push(memory.id);
     }
     assert.deepEqual(new Set(listed), new Set(added.memories.map((m) => m.id)));
+  });
+
+  test("a conversation's turns are kept and what they state is found with its source", async () => {
+    assert.ok(client);
+    const turns = [
+      { role: Role.USER, name: "Ana", content: "I adopted a greyhound named Pepper." },
+      { role: Role.ASSISTANT, content: "Lovely! You should try the dog park on Elm Street." },
+    ];
+    const added = await client.addConversation({ userId, sessionId: "s1", turns });
+    assert.deepEqual(
+      added.turns.map((t) => t.content),
+      turns.map((t) => t.content),
+    );
+    assert.equal(added.turns[0]?.speakerName, "Ana");
+    const advice = added.extracted.find((m) => m.kind === MemoryKind.RECOMMENDATION);
+    assert.ok(advice, `no recommendation among ${JSON.stringify(added.extracted.map((m) => m.content))}`);
+    assert.deepEqual(advice.sourceMemoryIds, [added.turns[1]?.id]);
+
+    const resent = await client.addConversation({ userId, sessionId: "s1", turns });
+    assert.deepEqual(
+      resent.turns.map((t) => t.id),
+      added.turns.map((t) => t.id),
+    );
+    assert.equal(resent.extracted.length, 0);
+
+    const response = await client.query({ userId, query: "which dog park was suggested?", includeSources: true });
+    const hit = response.memories.find((r) => r.memory?.id === advice.id);
+    assert.ok(hit, "the recommendation is found");
+    assert.deepEqual(
+      hit.sources.map((s) => s.id),
+      [added.turns[1]?.id],
+    );
+    assert.ok((hit.scoreBreakdown?.relevance ?? 0) > 0, "the hit carries its absolute relevance");
   });
 
   test("an empty content is a typed INVALID_ARGUMENT naming the field", async () => {
