@@ -137,29 +137,6 @@ def _scores_shape(value: Any) -> dict[int, float]:
     return out
 
 
-# A list question's k-th answer from one session weighs SESSION_SPREAD**k: the things it asks
-# for were usually said at different times, and one session's turns all look alike to it.
-SESSION_SPREAD = 0.8
-
-
-def spread_over_sessions(scored: list[tuple[RankedMemory, float, float]]) -> list[tuple[RankedMemory, float, float]]:
-    """Greedy order by score discounted for each memory already taken from the same session."""
-    remaining = list(scored)
-    taken: dict[str, int] = {}
-    out = []
-    while remaining:
-
-        def discounted(s: tuple[RankedMemory, float, float]) -> float:
-            return s[2] * SESSION_SPREAD ** taken.get(s[0].memory.session_id, 0) if s[0].memory.session_id else s[2]
-
-        best = max(remaining, key=discounted)
-        remaining.remove(best)
-        out.append(best)
-        if best[0].memory.session_id:
-            taken[best[0].memory.session_id] = taken.get(best[0].memory.session_id, 0) + 1
-    return out
-
-
 class Applicability:
     name = QueryMode.APPLICABILITY
 
@@ -269,8 +246,6 @@ class Applicability:
                 final = combine(r, app, retrieval.get(r.memory.id, 0.0), analysis, subject)
                 scored.append((replace(r, score=final), app, final))
             scored.sort(key=lambda s: (-s[2], s[0].memory.id))
-            if analysis.needs.list_intent:
-                scored = spread_over_sessions(scored)
         memories = [s[0] for s in scored]
         if not scored:
             return Ranking([], 0, "No memory matched the query and filters.")

@@ -7,13 +7,12 @@ import pytest
 from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.query.rank import collapse_derived
-from memsvc.retrieval.applicability import spread_over_sessions
 
 NS = Namespace("t", "p", "e", "u")
 
 
-def ranked(memory_id: str, *sources: str, session: str = "") -> RankedMemory:
-    return RankedMemory(Memory(memory_id, NS, memory_id, source_ids=sources, session_id=session), 1.0, ScoreBreakdown())
+def ranked(memory_id: str, *sources: str) -> RankedMemory:
+    return RankedMemory(Memory(memory_id, NS, memory_id, source_ids=sources), 1.0, ScoreBreakdown())
 
 
 def ids(results: list[RankedMemory]) -> list[str]:
@@ -36,13 +35,6 @@ def test_a_turn_below_its_extracted_memory_and_a_summary_below_all_its_sources_m
 def test_memories_without_sources_keep_their_order() -> None:
     order = [ranked(f"m{i}") for i in range(5)]
     assert ids(collapse_derived(order)) == ids(order)
-
-
-def test_a_list_question_spreads_its_answers_over_sessions() -> None:
-    scored = [(ranked(f"a{i}", session="s1"), 0.5, 1.0 - i * 0.01) for i in range(4)]
-    scored += [(ranked("b0", session="s2"), 0.5, 0.9), (ranked("c0", session="s3"), 0.5, 0.85)]
-    spread = spread_over_sessions(sorted(scored, key=lambda s: -s[2]))
-    assert ids([s[0] for s in spread])[:4] == ["a0", "b0", "c0", "a1"]
 
 
 @pytest.mark.parametrize(
