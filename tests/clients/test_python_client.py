@@ -19,7 +19,9 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from memsvc_client import (
+    AddResult,
     AsyncMemoryClient,
+    ConversationResult,
     ConversationTurn,
     DeadlineExceededError,
     Extractor,
@@ -33,11 +35,13 @@ from memsvc_client import (
     NotFoundError,
     QueryMode,
     QueryResult,
+    RetentionStatus,
     RetryPolicy,
     Role,
     Tier,
     UnauthenticatedError,
     UnavailableError,
+    WriteOutcome,
 )
 from memsvc_client.proto import write_service_pb2
 
@@ -170,6 +174,32 @@ def test_add_conversation_then_query_with_sources(client: MemoryClient) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         client.add_conversation("u-conv", "s1", [ConversationTurn(Role.USER, "")], first_turn_index=2)
     assert [v.field for v in info.value.field_violations] == ["turns[0].content"]
+    assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT and "turns[0].content" in str(info.value)
+
+
+def said_by_melanie(content: str, at: datetime | None = None) -> ConversationTurn:
+    return ConversationTurn(Role.USER, content, at, "Melanie")
+
+
+@pytest.mark.e2e
+def test_extracted_memories_say_what_the_write_review_did(client: MemoryClient) -> None:
+    first = client.add_conversation("u-review", "s1", [said_by_melanie("I love painting sunsets with my kids.")])
+    [statement] = first.extracted
+    assert [r.outcome for r in first.extracted_results] == [WriteOutcome.CREATED]
+
+    again = client.add_conversation("u-review", "s2", [said_by_melanie("I love painting sunsets with my kids!")])
+    [repeat] = again.extracted_results
+    assert repeat.outcome is WriteOutcome.CONFIRMED_EXISTING and repeat.reason
+    assert [m.id for m in again.extracted] == [statement.id]  # the earlier memory, confirmed
+
+    may = datetime(2023, 5, 8, 10, tzinfo=UTC)
+    moved = client.add_conversation("u-review", "s3", [said_by_melanie("I live in Boston with my family.", may)])
+    later = client.add_conversation(
+        "u-review", "s4", [said_by_melanie("I live in Denver with my family now.", may + timedelta(days=30))]
+    )
+    boston = moved.extracted[0].id
+    assert later.extracted_results[0].superseded_ids == (boston,)
+    assert client.get_memory("u-review", boston).retention_status is RetentionStatus.SUPERSEDED
 
 
 @pytest.mark.e2e
@@ -212,6 +242,9 @@ def test_async_client(server: RunningServer) -> None:
             conversation = await client.add_conversation(
                 "u-async", "s1", ["I started learning the cello.", "My teacher is called Ines."]
             )
+            with_sources = await client.query(
+                "u-async", "Which instrument am I learning?", include_sources=True, filter=EVERYTHING
+            )
             forgotten = await client.forget_user("u-async")
 
         assert result.memories[0].memory.id == stored.id
@@ -221,6 +254,12 @@ def test_async_client(server: RunningServer) -> None:
         assert [t.role for t in conversation.turns] == [Role.USER, Role.USER] and conversation.extracted
         # What is extracted from a turn is a memory of its own, never the turn confirmed again.
         assert not {m.id for m in conversation.extracted} & {t.id for t in conversation.turns}
+        extracted_ids = {m.id for m in conversation.extracted}
+        derived = [hit for hit in with_sources.memories if hit.memory.id in extracted_ids]
+        assert derived, [hit.memory.content for hit in with_sources.memories]
+        for hit in derived:  # each extracted memory comes back with the turns it names as its sources
+            assert hit.sources and [s.id for s in hit.sources] == list(hit.memory.source_memory_ids)
+            assert {s.id for s in hit.sources} <= {t.id for t in conversation.turns}
         assert forgotten == 4 + len(conversation.turns) + len(conversation.extracted)
 
     asyncio.run(scenario())
@@ -324,6 +363,14 @@ def flaky() -> Iterator[tuple[FlakyWriteService, Callable[..., MemoryClient]]]:
                 created=[True] * len(r.memories),
             ),
         ),
+        "AddConversation": (
+            pb.AddConversationRequest,
+            lambda r: pb.AddConversationResponse(
+                turns=[{"id": f"t{r.first_turn_index + i}", "content": t.content} for i, t in enumerate(r.turns)],
+                turn_results=[{"outcome": pb.WRITE_OUTCOME_CREATED}] * len(r.turns),
+                extractor=pb.EXTRACTOR_NONE,
+            ),
+        ),
     }
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers(
@@ -390,6 +437,19 @@ def test_add_with_every_item_keyed_is_retried_honouring_retry_info(flaky: Any) -
     assert service.calls["AddMemories"] == 3
 
 
+def test_add_conversation_is_retried_as_the_server_stores_each_turn_index_once(flaky: Any) -> None:
+    service, make = flaky
+    client = make(retries=RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05))
+
+    result = client.add_conversation(
+        "u", "s1", ["Hello again.", ConversationTurn(Role.ASSISTANT, "Hi!")], first_turn_index=3
+    )
+
+    assert [(t.id, t.content) for t in result.turns] == [("t3", "Hello again."), ("t4", "Hi!")]
+    assert result.turns_created == (True, True) and result.extractor is Extractor.NONE
+    assert service.calls["AddConversation"] == 3
+
+
 def test_retries_off_raises_first_unavailable_with_retry_delay(flaky: Any) -> None:
     service, make = flaky
     service.retry_delay_ms = 1500
@@ -406,18 +466,20 @@ def test_async_client_retries_like_the_sync_one(flaky: Any) -> None:
     service, _ = flaky
     fast = RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05)
 
-    async def scenario() -> tuple[Memory, Any]:
+    async def scenario() -> tuple[Memory, AddResult, ConversationResult]:
         async with AsyncMemoryClient(service.address, "key", retries=fast) as client:
             memory = await client.get_memory("u", "m1")
             with pytest.raises(UnavailableError):
                 await client.update_memory("u", "m1", content="new")
             added = await client.add_memories("u", [NewMemory("one", idempotency_key="k1")])
-            return memory, added
+            conversation = await client.add_conversation("u", "s1", ["Hello again."], first_turn_index=3)
+            return memory, added, conversation
 
-    memory, added = asyncio.run(scenario())
+    memory, added, conversation = asyncio.run(scenario())
 
     assert memory.id == "m1" and added.memories[0].content == "one"
-    assert service.calls == {"GetMemory": 3, "UpdateMemory": 1, "AddMemories": 3}
+    assert [t.id for t in conversation.turns] == ["t3"]
+    assert service.calls == {"GetMemory": 3, "UpdateMemory": 1, "AddMemories": 3, "AddConversation": 3}
 
 
 def test_per_call_deadline(flaky: Any) -> None:

@@ -43,6 +43,8 @@ from memsvc_client.types import (
     ScoreBreakdown,
     StageTiming,
     Tier,
+    WriteOutcome,
+    WriteResult,
 )
 
 __all__ = [
@@ -85,6 +87,8 @@ __all__ = [
     "UnavailableError",
     "UnimplementedError",
     "UnknownError",
+    "WriteOutcome",
+    "WriteResult",
     "__version__",
     "error_from_rpc",
 ]

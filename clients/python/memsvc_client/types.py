@@ -431,6 +431,31 @@ class Extractor(enum.IntEnum):
     NONE = 4
 
 
+class WriteOutcome(enum.IntEnum):
+    """What the server did with one memory it was given to store (memsvc.v1.WriteOutcome)."""
+
+    UNSPECIFIED = 0
+    CREATED = 1
+    IDEMPOTENT_REPLAY = 2
+    # The item repeated a memory the user already had: that one was confirmed and returned.
+    CONFIRMED_EXISTING = 3
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What the server did with one memory it was given, and why (memsvc.v1.AddMemoryResult)."""
+
+    outcome: WriteOutcome
+    # One line, such as the similarity that made the item a repeat of an existing memory.
+    reason: str
+    # The older memories the item contradicted; they are now superseded by it.
+    superseded_ids: tuple[str, ...]
+
+    @classmethod
+    def from_proto(cls, message: write_service_pb2.AddMemoryResult) -> WriteResult:
+        return cls(_enum(WriteOutcome, message.outcome), message.reason, tuple(message.superseded_ids))
+
+
 @dataclass(frozen=True)
 class ConversationResult:
     """What add_conversation stored: the turns (in request order, each stored once per session
@@ -440,6 +465,8 @@ class ConversationResult:
     # False where the session already held the turn at that index and that memory came back.
     turns_created: tuple[bool, ...]
     extracted: tuple[Memory, ...]
+    # For each extracted memory: created, or an existing memory confirmed, and what it superseded.
+    extracted_results: tuple[WriteResult, ...]
     summary: Memory | None
     extractor: Extractor
     extractor_reason: str
@@ -452,6 +479,7 @@ class ConversationResult:
             turns=tuple(Memory.from_proto(m) for m in message.turns),
             turns_created=tuple(r.outcome == created for r in message.turn_results),
             extracted=tuple(Memory.from_proto(m) for m in message.extracted),
+            extracted_results=tuple(WriteResult.from_proto(r) for r in message.extracted_results),
             summary=Memory.from_proto(message.summary) if message.HasField("summary") else None,
             extractor=_enum(Extractor, message.extractor),
             extractor_reason=message.extractor_reason,
