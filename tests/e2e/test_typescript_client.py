@@ -41,3 +41,4 @@ def test_typescript_client_against_live_server(live_server: LiveServer) -> None:
     assert "# SKIP" not in output, f"the Node e2e tests were skipped:\n{output}"
     assert "adds memories for a fresh user" in output, output
     assert "ok 2 - a conversation's turns are kept" in output, output
+    assert "ok 4 - a turn with no content is a typed INVALID_ARGUMENT" in output, output

@@ -2,7 +2,15 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, describe, test } from "node:test";
-import { GrpcStatus, MemoryClient, MemoryKind, MemsvcError, Role } from "../src/index.js";
+import {
+  Extractor,
+  GrpcStatus,
+  MemoryClient,
+  MemoryKind,
+  MemsvcError,
+  Role,
+  WriteOutcome,
+} from "../src/index.js";
 
 const address = process.env["MEMSVC_ADDRESS"] ?? "";
 const apiKey = process.env["MEMSVC_API_KEY"] ?? "";
@@ -70,6 +78,11 @@ describe("memsvc end to end", { skip }, () => {
     const advice = added.extracted.find((m) => m.kind === MemoryKind.RECOMMENDATION);
     assert.ok(advice, `no recommendation among ${JSON.stringify(added.extracted.map((m) => m.content))}`);
     assert.deepEqual(advice.sourceMemoryIds, [added.turns[1]?.id]);
+    assert.equal(added.extractor, Extractor.RULES);
+    assert.deepEqual(
+      added.extractedResults.map((r) => r.outcome),
+      added.extracted.map(() => WriteOutcome.CREATED),
+    );
 
     const resent = await client.addConversation({ userId, sessionId: "s1", turns });
     assert.deepEqual(
@@ -77,6 +90,10 @@ describe("memsvc end to end", { skip }, () => {
       added.turns.map((t) => t.id),
     );
     assert.equal(resent.extracted.length, 0);
+    assert.deepEqual(
+      resent.turnResults.map((r) => r.outcome),
+      [WriteOutcome.IDEMPOTENT_REPLAY, WriteOutcome.IDEMPOTENT_REPLAY],
+    );
 
     const response = await client.query({ userId, query: "which dog park was suggested?", includeSources: true });
     const hit = response.memories.find((r) => r.memory?.id === advice.id);
@@ -98,6 +115,20 @@ describe("memsvc end to end", { skip }, () => {
       assert.ok(
         fields.some((field) => field === "content" || field.endsWith(".content")),
         `field violations ${JSON.stringify(fields)} do not name the content field`,
+      );
+      return true;
+    });
+  });
+
+  test("a turn with no content is a typed INVALID_ARGUMENT naming the turn", async () => {
+    assert.ok(client);
+    const turns = [{ role: Role.USER, content: "" }];
+    await assert.rejects(client.addConversation({ userId, sessionId: "s2", turns }), (error: unknown) => {
+      assert.ok(error instanceof MemsvcError, `expected MemsvcError, got ${String(error)}`);
+      assert.equal(error.code, GrpcStatus.INVALID_ARGUMENT);
+      assert.deepEqual(
+        error.fieldViolations.map((v) => v.field),
+        ["turns[0].content"],
       );
       return true;
     });
