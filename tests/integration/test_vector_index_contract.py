@@ -117,14 +117,20 @@ def test_delete_and_drop_namespace_remove_only_their_own(
 
 
 def _read_after_write_misses(
-    loop_thread: LoopThread, writer: MilvusVectorIndex, reader: MilvusVectorIndex, writers: int, tries: int
+    loop_thread: LoopThread,
+    writer: MilvusVectorIndex,
+    reader: MilvusVectorIndex,
+    writers: int,
+    tries: int,
+    new_users: bool,
 ) -> int:
-    """Concurrent writers each add through `writer` and at once search through `reader`."""
+    """Concurrent writers each add through `writer` and at once search through `reader`; with
+    `new_users` every write is a new user's first (a partition created just before)."""
 
     async def one_writer(w: int) -> int:
-        user = Namespace("acme", "default", "development", f"raw-{w}")
         misses = 0
         for i in range(tries):
+            user = Namespace("acme", "default", "development", f"raw-{w}-{i}" if new_users else f"raw-{w}")
             fresh = item(f"w{w}-{i}", 1000 * w + i)
             await writer.upsert(user, [fresh])
             hits = await reader.search(user, fresh.vector, 1, MemoryFilter())
@@ -143,8 +149,15 @@ RAW_TRIES = int(os.environ.get("MEMSVC_TEST_RAW_TRIES", "25"))
 
 
 @ON_SERVER
-def test_read_after_write_across_replicas_on_the_server(loop_thread: LoopThread, milvus_server: MilvusServer) -> None:
-    """Replica A acknowledges a write; replica B's next search for that user sees it (not Strong)."""
+@pytest.mark.parametrize("new_users", [False, True], ids=["same-users", "first-writes"])
+def test_read_after_write_across_replicas_on_the_server(
+    loop_thread: LoopThread, milvus_server: MilvusServer, new_users: bool
+) -> None:
+    """Replica A acknowledges a write; replica B's next search for that user sees it (not Strong).
+
+    First writes: Milvus 2.3.5 acknowledged a new partition before its proxy knew it, so a new
+    user's first write failed ("partition not found") and was only indexed by the reconciler.
+    """
     with fresh_schema() as url:
         store = PostgresRecordStore(url)
         loop_thread.run(store.migrate())
@@ -164,7 +177,7 @@ def test_read_after_write_across_replicas_on_the_server(loop_thread: LoopThread,
         a, b = replica(), replica()
         try:
             writers = 4
-            misses = _read_after_write_misses(loop_thread, a, b, writers, RAW_TRIES)
+            misses = _read_after_write_misses(loop_thread, a, b, writers, RAW_TRIES, new_users)
             assert misses == 0, f"{misses} of {writers * RAW_TRIES} searches missed the write just acknowledged"
         finally:
             loop_thread.run(a.close())

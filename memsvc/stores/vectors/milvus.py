@@ -390,7 +390,29 @@ class MilvusVectorIndex:
                 # Another writer may have created it in between; only a real absence is an error.
                 if not self._api.has_partition(collection, partition):
                     raise
+            if not self._embedded:
+                self._load_new_partition(collection, partition)
         self._ready_partitions.add((collection, partition))
+
+    def _load_new_partition(self, collection: str, partition: str) -> None:
+        """Return once a just-created partition takes writes and answers searches.
+
+        A Milvus server (2.3.5) acknowledges a new partition before its proxy knows it: the
+        user's first write failed with "partition not found" (and went to the reconciler), and
+        their first search could miss it. Loading the partition succeeds, and returns once the
+        query node serves it, as soon as the proxy has caught up; until then it is retried.
+        """
+        deadline = time.monotonic() + (self.call_timeout_s or 10.0)
+        pause_s = 0.05
+        while True:
+            try:
+                self._api.load_partitions(collection, [partition])
+                return
+            except MilvusException as exc:
+                if "not found" not in str(exc) or time.monotonic() + pause_s > deadline:
+                    raise
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, 0.5)
 
     async def _locate(self, digest: str, *, create: bool) -> Location | None:
         if self._placement == "partition_key":
