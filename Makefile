@@ -63,4 +63,4 @@ gen-clients:
 	tools/gen_clients.sh
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .cache

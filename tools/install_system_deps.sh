@@ -9,6 +9,8 @@ command -v protoc-gen-go >/dev/null || needed+=(protoc-gen-go)
 command -v protoc-gen-go-grpc >/dev/null || needed+=(protoc-gen-go-grpc)
 [ -d /usr/share/gocode/src/google.golang.org/grpc ] || needed+=(golang-google-grpc-dev)
 [ -d /usr/share/gocode/src/google.golang.org/protobuf ] || needed+=(golang-google-protobuf-dev)
+# google.rpc error details for the Go client (grpc's package depends on it; named for clarity).
+[ -d /usr/share/gocode/src/google.golang.org/genproto/googleapis/rpc/errdetails ] || needed+=(golang-google-genproto-dev)
 [ ${#needed[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "not installing ${needed[*]} (needs root and apt-get); the Go client checks will skip" >&2

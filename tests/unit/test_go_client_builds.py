@@ -1,4 +1,4 @@
-"""The generated Go stubs in clients/go compile and vet with Debian's Go toolchain."""
+"""The Go client and stubs in clients/go are gofmt-clean, vet and pass their unit tests with Debian's Go toolchain."""
 
 from __future__ import annotations
 
