@@ -47,13 +47,14 @@ def clip(text: str, width: int) -> str:
 
 
 def why_ranked(breakdown: Message) -> str:
-    """How well a memory matched on its own: its relevance, from its meaning (the cosine) and
-    its words (the share of the query's words it holds).
+    """How well a memory matched on its own: its relevance, the stronger of its meaning (the
+    cosine, shown raw; relevance rescales it so that unrelated text is near 0) and its words (the
+    share of the query's IDF weight it holds).
 
     The other signals (recency, importance, usage) order matches; they do not make one.
     """
     value = {k: float(breakdown.get(k, 0.0)) for k in ("relevance", "semantic", "term_coverage")}
-    return f"{value['relevance']:.2f} (meaning {value['semantic']:.2f}, words {value['term_coverage']:.2f})"
+    return f"{value['relevance']:.2f} (cosine {value['semantic']:.2f}, words {value['term_coverage']:.2f})"
 
 
 def _row(cells: Sequence[str], widths: Sequence[int]) -> str:

@@ -119,7 +119,7 @@ def test_people_get_a_table_scripts_get_json_and_quiet_gives_ids(live_server: Li
     shown = cli_on_a_terminal(live_server, "query", "--user", "uma", "--limit", "2", "which seats does uma prefer?")
     lines = shown.splitlines()
     assert lines[0].split() == ["#", "score", "kind", "age", "content", "relevance"], shown
-    assert "Uma prefers aisle seats when she flies" in lines[1] and "meaning" in lines[1]
+    assert "Uma prefers aisle seats when she flies" in lines[1] and "cosine" in lines[1]
     assert lines[-1].endswith("mode direct") and max(len(line) for line in lines) <= 100
     as_json = json.loads(cli_on_a_terminal(live_server, "query", "--json", "--user", "uma", "aisle seats"))
     ids = cli(live_server, "query", "--quiet", "--user", "uma", "aisle seats").stdout.split()

@@ -25,8 +25,8 @@ def test_age_clip_and_reasons() -> None:
     assert clip("a  short\nline", 40) == "a short line"
     assert clip("the quick brown fox jumps over the lazy dog", 20) == "the quick brown fox\u2026"
     reasons = {"relevance": 0.9, "semantic": 0.71, "term_coverage": 0.4, "recency": 1.0}
-    assert why_ranked(reasons) == "0.90 (meaning 0.71, words 0.40)"
-    assert why_ranked({}) == "0.00 (meaning 0.00, words 0.00)"
+    assert why_ranked(reasons) == "0.90 (cosine 0.71, words 0.40)"
+    assert why_ranked({}) == "0.00 (cosine 0.00, words 0.00)"
 
 
 def test_a_query_is_a_table_with_reasons_sources_and_a_footer() -> None:
@@ -40,7 +40,7 @@ def test_a_query_is_a_table_with_reasons_sources_and_a_footer() -> None:
     lines = render("query", response, 80, NOW).splitlines()
     assert lines[0].split() == ["#", "score", "kind", "age", "content", "relevance"]
     assert lines[1].split()[:5] == ["1", "0.91", "fact", "3", "d"]
-    assert lines[1].endswith("0.80 (meaning 0.70, words 0.40)")
+    assert lines[1].endswith("0.80 (cosine 0.70, words 0.40)")
     assert "\u2026" in lines[2] and max(len(line) for line in lines) <= 80
     assert lines[3].strip() == "from: I love rye bread"
     assert lines[-1] == "2 results, mode direct"
