@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 import numpy as np
-from grpc import RpcError
+from grpc import RpcError, StatusCode
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -408,6 +408,12 @@ class MilvusVectorIndex:
             try:
                 self._api.load_partitions(collection, [partition])
                 return
+            except RpcError as exc:
+                # A Milvus Lite server has no partition-level load: it serves a partition as soon
+                # as it exists, the collection being loaded already.
+                if exc.code() == StatusCode.UNIMPLEMENTED:
+                    return
+                raise
             except MilvusException as exc:
                 if "not found" not in str(exc) or time.monotonic() + pause_s > deadline:
                     raise
