@@ -110,12 +110,26 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     executable = _executable()
     if executable is None:
         pytest.skip("milvus-server not installed: `pip install milvus==2.3.5` (a dev dependency) did not run here")
-    ports = _free_ports(len(_PORT_OPTIONS))
+    ports = _free_ports(len(_PORT_OPTIONS) + 1)
     args = [executable, "--data", str(data_dir)]
-    for option, port in zip(_PORT_OPTIONS, ports, strict=True):
+    for option, port in zip(_PORT_OPTIONS, ports, strict=False):
         args += [option, str(port)]
+    # The embedded etcd listens on 2379 and 2380 whatever --etcd-port says, so a second server on
+    # the machine (another test session) panicked at start; Milvus reads ETCD_CONFIG_PATH.
+    etcd_config = data_dir.parent / "embed-etcd.yaml"
+    client, peer = f"http://localhost:{ports[0]}", f"http://localhost:{ports[-1]}"
+    etcd_config.write_text(
+        f"name: default\nlisten-client-urls: {client}\nadvertise-client-urls: {client}\n"
+        f"listen-peer-urls: {peer}\ninitial-advertise-peer-urls: {peer}\ninitial-cluster: default={peer}\n"
+    )
     log = (data_dir.parent / "milvus-server.log").open("wb")
-    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "ETCD_CONFIG_PATH": str(etcd_config)},
+    )
     uri = f"http://127.0.0.1:{ports[1]}"
     deadline = time.monotonic() + _START_TIMEOUT_S
     while not _answers(uri):
