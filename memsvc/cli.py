@@ -62,7 +62,13 @@ def _show(args: argparse.Namespace, data: dict[str, Any]) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from memsvc.server import run_server
 
-    asyncio.run(run_server(_settings(args)))
+    settings = _settings(args)
+    workers = settings.resolved_workers
+    if workers > 1:
+        from memsvc.workers import Supervisor
+
+        return Supervisor(settings, workers).run()
+    asyncio.run(run_server(settings))
     return 0
 
 
@@ -437,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for chatty in ("milvus_lite", "faiss"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    from pydantic import ValidationError
+
     from memsvc.api.client import ClientError
     from memsvc.errors import MemsvcError
 
@@ -449,6 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Start-up and admin commands: say what is wrong (schema not migrated, database down).
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = "MEMSVC_" + "__".join(str(part) for part in error["loc"]).upper() if error["loc"] else "settings"
+            print(f"error: {where}: {error['msg']}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

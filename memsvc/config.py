@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Literal
@@ -28,6 +29,19 @@ class RankWeights(BaseSettings):
 MILVUS_SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 
 
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota (a container's
+    limit, which os.cpu_count() does not see)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+    except (OSError, ValueError):
+        return cpus
+    if quota == "max":
+        return cpus
+    return max(1, min(cpus, math.ceil(int(quota) / int(period))))
+
+
 class Settings(BaseSettings):
     """Every setting of the service. Durations carry their unit in the name."""
 
@@ -44,6 +58,9 @@ class Settings(BaseSettings):
     default_deadline_s: float = 30.0
     # How often readiness re-checks the record store and the vector index.
     readiness_interval_s: float = 5.0
+    # Server processes on the one port (SO_REUSEPORT). 0: one on the embedded default (a Milvus
+    # Lite directory belongs to one process), else one per CPU this container may use.
+    workers: int = Field(default=0, ge=0, le=256)
 
     # Stores. Empty means the embedded default under data_dir.
     record_store_url: str = ""
@@ -212,6 +229,11 @@ class Settings(BaseSettings):
         unknown = sorted(set(self.retention_days_by_kind) - kinds)
         if unknown:
             raise ValueError(f"retention_days_by_kind: unknown kinds {unknown}; use {sorted(kinds)}")
+        if self.workers > 1 and self.is_embedded_milvus:
+            raise ValueError(
+                "workers > 1 needs a Milvus server (MEMSVC_MILVUS_URI=http://...): "
+                "a Milvus Lite directory can be opened by one process only"
+            )
         return self
 
     @property
@@ -234,6 +256,12 @@ class Settings(BaseSettings):
     @property
     def is_embedded_milvus(self) -> bool:
         return not self.milvus_uri.startswith(MILVUS_SERVER_SCHEMES)
+
+    @property
+    def resolved_workers(self) -> int:
+        if self.workers:
+            return self.workers
+        return 1 if self.is_embedded_milvus else available_cpus()
 
     @property
     def resolved_onnx_dir(self) -> Path:

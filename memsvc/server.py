@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ from memsvc.pipeline.write.summary import ExtractiveSummarizer
 from memsvc.retrieval.router import Retrieval
 from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
-from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache
+from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache, NoResultCache
 from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
 from memsvc.stores.caches.sealed import SealedResultCache
 from memsvc.stores.lexical.analysis import TermHasher
@@ -137,13 +138,18 @@ async def warn_on_other_embedding_version(store: RecordStore, version: str) -> N
 
 
 def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, RedisGuard | None]:
-    """Shared Redis caches when MEMSVC_REDIS_URL is set (many replicas), else in-process ones."""
+    """Shared Redis caches when MEMSVC_REDIS_URL is set (many replicas), else in-process ones.
+
+    Embeddings depend on the text alone, so a per-process cache never goes stale; results do, and
+    several worker processes without Redis run with no result cache rather than a stale one.
+    """
     if not settings.redis_url:
-        return (
-            InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s),
-            InMemoryEmbeddingCache(settings.embedding_cache_entries),
-            None,
+        results: ResultCache = (
+            NoResultCache()
+            if settings.workers > 1
+            else InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s)
         )
+        return results, InMemoryEmbeddingCache(settings.embedding_cache_entries), None
     guard = RedisGuard(connect_redis(settings.redis_url, settings.redis_timeout_s))
     prefix = settings.redis_key_prefix
     return (
@@ -418,20 +424,38 @@ class Service:
         await self.components.close()
 
 
-async def run_server(settings: Settings) -> None:
+async def run_server(settings: Settings, *, worker: int | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain. A worker process (`worker` = its index) leaves
+    the first-start work to its supervisor and also stops when the supervisor is gone."""
     components = await build_components(settings)
     service = Service(components)
-    token = await bootstrap_dev_key(settings, components.store, components.keys)
+    token = None if worker is not None else await bootstrap_dev_key(settings, components.store, components.keys)
     port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
     if token:
         print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
-    log.info("memsvc serving on %s:%d", host, port)
-    print(f"memsvc serving on {host}:{port} (data in {settings.data_dir})", flush=True)
+    who = "memsvc" if worker is None else f"memsvc worker {worker} (pid {os.getpid()})"
+    log.info("%s serving on %s:%d", who, host, port)
+    print(f"{who} serving on {host}:{port} (data in {settings.data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    orphan_watch = loop.create_task(_stop_when_orphaned(stop)) if worker is not None else None
     await stop.wait()
-    print("memsvc draining in-flight calls", file=sys.stderr, flush=True)
+    print(f"{who} draining in-flight calls", file=sys.stderr, flush=True)
     await service.stop()
+    if orphan_watch is not None:
+        orphan_watch.cancel()
+
+
+async def _stop_when_orphaned(stop: asyncio.Event, interval_s: float = 1.0) -> None:
+    """A worker whose supervisor died (SIGKILL, OOM) drains and exits instead of serving on alone."""
+    parent = os.getppid()
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), interval_s)
+        except TimeoutError:
+            if os.getppid() != parent:
+                log.warning("the supervisor (pid %d) is gone: stopping", parent)
+                stop.set()

@@ -69,6 +69,9 @@ class MemoryServer:
             ("grpc.keepalive_timeout_ms", int(settings.keepalive_timeout_s * 1000)),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
+            # Worker processes share the port; a lone server must fail on a taken port instead
+            # of silently sharing it with whatever holds it (gRPC's default is to share).
+            ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
         ]
         self.server = aio.server(
             interceptors=[ServiceInterceptor(keys, tracer, settings.default_deadline_s, limiter)],

@@ -92,6 +92,9 @@ def replica_env(
         "MEMSVC_MASTER_KEYS": f"1:{new_key_b64()}",
         "MEMSVC_API_KEY_PEPPER": new_key_b64(),
         "MEMSVC_BOOTSTRAP_DEV_KEY": "false",
+        # One process per replica: the tests of replicas count processes (worker processes are
+        # tested on their own, in tests/e2e/test_workers.py).
+        "MEMSVC_WORKERS": "1",
         "MEMSVC_RECONCILE_INTERVAL_S": "3600",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",

@@ -86,3 +86,20 @@ class InMemoryResultCache:
     async def invalidate_many(self, namespaces: Sequence[Namespace]) -> None:
         for namespace in namespaces:
             await self.invalidate(namespace)
+
+
+class NoResultCache:
+    """No result caching: for worker processes without Redis, whose in-process caches would not
+    see another worker's writes (an invalidation reaches only the cache of the writing process)."""
+
+    async def lookup(self, namespace: Namespace, request_key: str) -> tuple[CachedResult | None, str]:
+        return None, ""
+
+    async def store(self, slot: str, result: CachedResult) -> None:
+        return None
+
+    async def invalidate(self, namespace: Namespace) -> None:
+        return None
+
+    async def invalidate_many(self, namespaces: Sequence[Namespace]) -> None:
+        return None
