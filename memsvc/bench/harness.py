@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import concurrent.futures
 import multiprocessing
@@ -108,6 +109,53 @@ class RpcTimes(SpanProcessor):
         return True
 
 
+BENCH_DATABASE = "memsvc_bench"
+
+
+def prepare_bench_database(uri: str, *, empty: bool) -> None:
+    """Create the benchmarks' own database on a Milvus server; drop its collections if `empty`."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        if BENCH_DATABASE not in client.list_databases():
+            client.create_database(BENCH_DATABASE)
+    finally:
+        client.close()
+    if not empty:
+        return
+    # A client of that database (switching one with using_database needs Milvus 2.4's DescribeDatabase).
+    client = MilvusClient(uri=uri, db_name=BENCH_DATABASE)
+    try:
+        for name in client.list_collections():
+            client.drop_collection(name)
+    finally:
+        client.close()
+
+
+def add_milvus_uri_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--milvus-uri",
+        default="",
+        help="a Milvus server (http://host:19530) instead of the embedded Milvus Lite; the benchmark "
+        f"writes into a database of its own ({BENCH_DATABASE})",
+    )
+
+
+def vector_engine(uri: str) -> dict[str, str]:
+    """Which vector store a benchmark ran on, for its report."""
+    if not uri:
+        return {"engine": "milvus-lite", "milvus_uri": ""}
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        version = str(client.get_server_version())
+    finally:
+        client.close()
+    return {"engine": "milvus-server", "milvus_uri": uri, "server_version": version}
+
+
 @dataclass
 class BenchServer:
     """A real memsvc server (embedded default) on a free port in a temporary data directory."""
@@ -122,7 +170,10 @@ class BenchServer:
     rpc_times: RpcTimes
 
     @classmethod
-    def start(cls, data_dir: Path | None = None, **overrides: Any) -> BenchServer:
+    def start(cls, data_dir: Path | None = None, milvus_uri: str = "", **overrides: Any) -> BenchServer:
+        """A server on the embedded default, or on the Milvus server at `milvus_uri`: then in a
+        database of its own (BENCH_DATABASE), emptied first unless `data_dir` holds an earlier
+        load, so no production collection is touched and no earlier run's vectors are searched."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from memsvc.config import Settings
@@ -132,6 +183,9 @@ class BenchServer:
         owns = data_dir is None
         directory = data_dir or Path(tempfile.mkdtemp(prefix="memsvc-bench-"))
         values: dict[str, Any] = {"data_dir": directory, "listen": "127.0.0.1:0", "bootstrap_dev_key": False}
+        if milvus_uri:
+            prepare_bench_database(milvus_uri, empty=owns or not (directory / "memsvc.db").exists())
+            values.update(milvus_uri=milvus_uri, milvus_db_name=BENCH_DATABASE)
         values.update(overrides)
         settings = Settings(**values)
         loop = LoopThread()

@@ -16,6 +16,7 @@ from memsvc.bench.harness import (
     BenchServer,
     Floor,
     LatencySummary,
+    add_milvus_uri_argument,
     drive_queries,
     load_memories,
     machine,
@@ -23,6 +24,7 @@ from memsvc.bench.harness import (
     percentile,
     process_cpu_s,
     user_ids,
+    vector_engine,
 )
 from memsvc.bench.synthetic import unique_queries
 
@@ -47,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-batch", type=int, default=64, help="memories per AddMemories call when loading")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the summary as JSON to this file")
+    add_milvus_uri_argument(parser)
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -160,7 +163,8 @@ def report(
 def print_report(data: dict[str, Any], out: Any = None) -> None:
     out = out or sys.stdout
     print(
-        f"query {data['mode']} | {data['users']} users x {data['memories_per_user']} memories | "
+        f"query {data['mode']} | {data.get('engine', 'milvus-lite')} | "
+        f"{data['users']} users x {data['memories_per_user']} memories | "
         f"concurrency {data['concurrency']} | embedding cache {data['embedding_cache']}",
         file=out,
     )
@@ -188,11 +192,21 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    marker = {"users": args.users, "memories_per_user": args.memories_per_user, "seed": args.seed}
+    marker = {
+        "users": args.users,
+        "memories_per_user": args.memories_per_user,
+        "seed": args.seed,
+        "milvus_uri": args.milvus_uri,
+    }
     marker_path = args.data_dir / "bench-load.json" if args.data_dir else None
     reuse = marker_path is not None and marker_path.exists() and json.loads(marker_path.read_text()) == marker
-    print(f"starting an in-process server with {args.users} x {args.memories_per_user} memories", flush=True)
-    bench = BenchServer.start(args.data_dir)
+    engine = vector_engine(args.milvus_uri)
+    print(
+        f"starting an in-process server with {args.users} x {args.memories_per_user} memories on "
+        f"{engine['engine']} {engine['milvus_uri']}".rstrip(),
+        flush=True,
+    )
+    bench = BenchServer.start(args.data_dir, milvus_uri=args.milvus_uri)
     try:
         users = user_ids(args.users)
         if reuse:
@@ -228,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         embedding_cache=args.embedding_cache,
     )
+    data.update(engine)
     print_report(data)
     if args.json:
         args.json.write_text(json.dumps(data, indent=2) + "\n")

@@ -8,7 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.harness import BenchServer, LatencySummary, load_memories, machine, user_ids
+from memsvc.bench.harness import (
+    BenchServer,
+    LatencySummary,
+    add_milvus_uri_argument,
+    load_memories,
+    machine,
+    user_ids,
+    vector_engine,
+)
 
 
 def _ints(text: str) -> list[int]:
@@ -28,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=Path("docs/scaling.png"), help="where to draw the PNG")
     parser.add_argument("--json", type=Path, help="write every point as JSON to this file")
     parser.add_argument("--seed", type=int, default=23)
+    add_milvus_uri_argument(parser)
 
 
 def _point(curve: str, users: int, per_user: int, summary: LatencySummary, load_s: float) -> dict[str, Any]:
@@ -61,7 +70,7 @@ def _measure(bench: BenchServer, users: list[str], args: argparse.Namespace, see
 
 def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
     """One user whose partition grows through each size in --memories."""
-    bench = BenchServer.start()
+    bench = BenchServer.start(milvus_uri=args.milvus_uri)
     try:
         user = user_ids(1)
         loaded = 0
@@ -86,7 +95,7 @@ def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> No
 
 def users_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
     """Users added until each count in --users, every one with --fixed-memories memories."""
-    bench = BenchServer.start()
+    bench = BenchServer.start(milvus_uri=args.milvus_uri)
     try:
         loaded = 0
         for step, target in enumerate(sorted(args.users)):
@@ -164,6 +173,8 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     points: list[dict[str, Any]] = []
+    engine = vector_engine(args.milvus_uri)
+    print(f"vector store: {engine['engine']} {engine['milvus_uri']}".rstrip())
     print(HEADER)
     if args.memories:
         memories_curve(args, points)
@@ -176,5 +187,5 @@ def run(args: argparse.Namespace) -> int:
     plot(points, args.plot)
     print(f"plot: {args.plot}")
     if args.json:
-        args.json.write_text(json.dumps(points, indent=2) + "\n")
+        args.json.write_text(json.dumps([{**p, **engine} for p in points], indent=2) + "\n")
     return 0 if points and all(p["queries"] for p in points) else 1

@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from pymilvus import MilvusClient
 
+from memsvc.bench.harness import BENCH_DATABASE
 from memsvc.cli import main
+from tests.milvus_server import MilvusServer
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +44,26 @@ def test_bench_query_writes_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert data["qps"] > 0 and data["floor_p50_ms"] > 0
     assert data["ratio_p50"] == pytest.approx(data["p50_ms"] / data["floor_p50_ms"], rel=0.01)
     assert set(data["stages_ms"]) >= {"scope", "embed", "recall", "hydrate", "rank", "bookkeep"}
+    assert data["engine"] == "milvus-lite"
     assert "service / floor" in capsys.readouterr().out
+
+
+def test_bench_query_on_a_milvus_server_records_the_engine_and_keeps_to_its_database(
+    milvus_server: MilvusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "query.json"
+    argv = ["bench", "query", "--users", "2", "--memories-per-user", "20", "--queries", "20", "--floor-samples", "10"]
+    assert main([*argv, "--milvus-uri", milvus_server.uri, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert (data["engine"], data["milvus_uri"]) == ("milvus-server", milvus_server.uri)
+    assert data["server_version"] and data["queries"] == 20 and data["errors"] == {}
+    assert f"milvus-server {milvus_server.uri}" in capsys.readouterr().out
+    default, bench = MilvusClient(uri=milvus_server.uri), MilvusClient(uri=milvus_server.uri, db_name=BENCH_DATABASE)
+    try:
+        assert default.list_collections() == [] and bench.list_collections()
+    finally:
+        default.close()
+        bench.close()
 
 
 def test_bench_write_measures_throughput_and_floor(tmp_path: Path) -> None:
