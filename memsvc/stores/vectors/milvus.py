@@ -1,12 +1,8 @@
 """Milvus vector index (Milvus Lite file or a Milvus server), one collection family per model.
 
-Per-user isolation is a placement, chosen by configuration:
-- `PartitionPlacement` (default): a named partition per namespace, searched with
-  `partition_names`, so only the user's own vectors are touched. Namespaces spill into
-  shard collections because Milvus caps partitions per collection.
-- `PartitionKeyPlacement`: one collection with a partition-key field holding the namespace
-  digest and `partitionkey.isolation` on, for clusters with millions of users.
-Either way the namespace term of an expression is written here alone, from the digest.
+Per-user isolation is a placement object (memsvc/stores/vectors/placement.py), chosen by
+configuration: a partition per namespace (default), or one partition-key collection. The index
+asks it where a namespace lives and otherwise does not care which it is.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 from grpc import RpcError, StatusCode
@@ -30,9 +25,16 @@ from pymilvus.exceptions import MilvusException
 from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
 from memsvc.errors import Unavailable
-from memsvc.stores.records.base import VectorPlacement
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
+from memsvc.stores.vectors.placement import (
+    Location,
+    PartitionKeyPlacement,
+    PartitionPlacement,
+    Placement,
+    PlacementRegistry,
+    quote,
+)
 
 T = TypeVar("T")
 # A Milvus server through pymilvus, or a Milvus Lite directory opened in process: same calls.
@@ -44,25 +46,6 @@ _FAILURES = (MilvusException, RpcError)
 
 _MAX_TAGS = 32
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_]")
-
-
-class PlacementRegistry(Protocol):
-    """The record store's table of namespace -> (collection, partition)."""
-
-    async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None: ...
-
-    async def assign_placement(
-        self, namespace_digest: str, prefix: str, partitions_per_collection: int
-    ) -> VectorPlacement: ...
-
-    async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None: ...
-
-    async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None: ...
-
-
-def quote(value: str) -> str:
-    """A Milvus string literal: escape backslashes and double quotes."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def filter_expression(memory_filter: MemoryFilter) -> list[str]:
@@ -86,15 +69,6 @@ def filter_expression(memory_filter: MemoryFilter) -> list[str]:
     if not memory_filter.include_inactive:
         terms.append(f"status == {quote(RetentionStatus.ACTIVE.value)}")
     return terms
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where to read or write one namespace: a collection, optional partition, optional term."""
-
-    collection: str
-    partition: str | None
-    namespace_term: str | None
 
 
 class _WriteGate:
@@ -228,13 +202,16 @@ class MilvusVectorIndex:
         self._next_backoff_s = reconnect_backoff_s
         self._version = embedding_version
         self._dimension = dimension
-        self._placement = placement
         self._registry = registry
-        self._partitions_per_collection = partitions_per_collection
         self._partition_key_partitions = partition_key_partitions
         self._embedded = embedded
         self._flush_delay_s = flush_delay_s
         self._prefix = "memsvc_" + _NAME_SAFE.sub("_", embedding_version).lower()
+        self._placement: Placement = (
+            PartitionKeyPlacement(f"{self._prefix}_pk")
+            if placement == "partition_key"
+            else PartitionPlacement(registry, self._prefix, partitions_per_collection)
+        )
         # Milvus Lite searches in Python under the GIL: a second thread adds no parallelism, only
         # GIL hand-offs (at concurrency 16: 63-64 -> 69-71 queries/s, p99 -25 % with one thread).
         # Calls to a server wait on the network, so there several overlap.
@@ -242,7 +219,6 @@ class MilvusVectorIndex:
         self._lock = threading.Lock()
         self._ready_collections: set[str] = set()
         self._ready_partitions: set[tuple[str, str]] = set()
-        self._locations: dict[str, VectorPlacement] = {}
         self._flush_pending: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -421,31 +397,18 @@ class MilvusVectorIndex:
             pause_s = min(pause_s * 2, 0.5)
 
     async def _locate(self, digest: str, *, create: bool) -> Location | None:
-        if self._placement == "partition_key":
-            name = f"{self._prefix}_pk"
-            if name not in self._ready_collections:
-                await self._call(lambda: self._ensure_collection_sync(name, True))
-            return Location(name, None, f"ns == {quote(digest)}")
-        placement = self._locations.get(digest)
-        if placement is None:
-            placement = await self._registry.get_placement(digest, self._prefix)
-            if placement is None:
-                if not create:
-                    return None
-                placement = await self._registry.assign_placement(digest, self._prefix, self._partitions_per_collection)
-            self._locations[digest] = placement
-        chosen = placement
-        ready = chosen.collection in self._ready_collections
-        if ready and (chosen.collection, chosen.partition) in self._ready_partitions:
-            # Known to exist: no round trip through the Milvus thread pool just to confirm it.
-            return Location(chosen.collection, chosen.partition, None)
+        return await self._placement.locate(self, digest, create=create)
 
-        def ensure() -> None:
-            self._ensure_collection_sync(chosen.collection, False)
-            self._ensure_partition_sync(chosen.collection, chosen.partition)
+    # -- Collections (what a placement asks of the index) -------------------------------------
 
-        await self._call(ensure)
-        return Location(chosen.collection, chosen.partition, None)
+    async def ensure_collection(self, name: str, *, with_namespace: bool) -> None:
+        if name not in self._ready_collections:
+            await self._call(lambda: self._ensure_collection_sync(name, with_namespace))
+
+    async def ensure_partition(self, collection: str, partition: str) -> None:
+        # Known to exist: no round trip through the Milvus thread pool just to confirm it.
+        if (collection, partition) not in self._ready_partitions:
+            await self._call(lambda: self._ensure_partition_sync(collection, partition))
 
     def _schedule_flush(self, collection: str) -> None:
         """Seal growing segments soon after writes: Milvus Lite searches sealed data far faster."""
