@@ -41,7 +41,7 @@ class Result:
 Program: TypeAlias = Generator[Statement, Result, T]
 
 
-def q(sql: str, *params: Any) -> Statement:
+def q(sql: str, params: Sequence[Any] = ()) -> Statement:
     return Statement(sql, params)
 
 
@@ -61,6 +61,16 @@ def drive(program: Program[T], execute: Callable[[Statement], Result]) -> T:
         return value
     finally:
         program.close()
+
+
+class SqlTransactions(Protocol):
+    """A backend's connections: each program runs as one transaction (`SqliteThreads`, `PostgresPool`)."""
+
+    async def transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
+        """Run `program` to its end (`write`: it changes rows; `schema`: start-up schema work)."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class SqlDialect(Protocol):

@@ -141,9 +141,10 @@ class SqliteThreads:
 
         return await self.run(tx)
 
-    async def transact(self, program: Program[T], *, write: bool) -> T:
+    async def transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
         """Run a shared-SQL program on a worker's connection: in one immediate transaction when
-        it writes, else statement by statement (each reads a consistent snapshot)."""
+        it writes, else statement by statement (each reads a consistent snapshot). Schema work
+        needs no connection of its own here."""
 
         def call(conn: sqlite3.Connection) -> T:
             return drive(program, lambda statement: _execute(conn, statement))

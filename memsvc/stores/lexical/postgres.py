@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from memsvc.stores.lexical.base import Bm25
 from memsvc.stores.lexical.sql import SqlLexicalIndex
 from memsvc.stores.postgres_pool import POSTGRES, PostgresPool
-from memsvc.stores.sql import Program
-
-T = TypeVar("T")
 
 
 class PostgresLexicalIndex(SqlLexicalIndex):
     """LexicalIndex on the PostgreSQL record store's database, with a small pool of its own."""
 
     def __init__(self, url: str, bm25: Bm25 | None = None, *, max_connections: int = 4, timeout_s: float = 5.0) -> None:
-        super().__init__(POSTGRES, bm25)
-        self._db = PostgresPool(
+        pool = PostgresPool(
             url, max_connections=max_connections, timeout_s=timeout_s, name="memsvc-lexical", what="lexical index"
         )
-
-    async def _transact(self, program: Program[T], *, write: bool) -> T:
-        return await self._db.transact(program)
-
-    async def close(self) -> None:
-        await self._db.close()
+        super().__init__(POSTGRES, pool, bm25)

@@ -7,16 +7,13 @@ both backends run the same statements, so both rank identically.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from memsvc.domain.models import MemoryFilter, Namespace
 from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_filter
 from memsvc.stores.records.rows import filter_sql
-from memsvc.stores.sql import Program, SqlDialect, each, q
-
-T = TypeVar("T")
+from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
 
 def bm25_sql(terms: int, where: str) -> str:
@@ -53,18 +50,16 @@ def bm25_sql(terms: int, where: str) -> str:
     )
 
 
-class SqlLexicalIndex(ABC):
+class SqlLexicalIndex:
     """LexicalIndex as SQL on the record store's database; each call is one transaction run by the backend."""
 
-    def __init__(self, sql: SqlDialect, bm25: Bm25 | None) -> None:
+    def __init__(self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None) -> None:
         self._sql = sql
+        self._db = db
         self._bm25 = bm25 or Bm25()
 
-    @abstractmethod
-    async def _transact(self, program: Program[T], *, write: bool) -> T: ...
-
-    @abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        await self._db.close()
 
     # -- LexicalIndex -------------------------------------------------------------------------
 
@@ -76,16 +71,12 @@ class SqlLexicalIndex(ABC):
         def write() -> Program[None]:
             for doc in docs:
                 # The delete trigger removes the old postings and corrects the namespace totals.
-                yield q("DELETE FROM lexical_docs WHERE memory_id = %s", doc.memory_id)
+                yield q("DELETE FROM lexical_docs WHERE memory_id = %s", (doc.memory_id,))
                 inserted = (
                     yield q(
                         "INSERT INTO lexical_docs (memory_id, ns, length) SELECT %s, %s, %s "
                         "WHERE EXISTS (SELECT 1 FROM memories WHERE id = %s AND ns = %s)",
-                        doc.memory_id,
-                        digest,
-                        doc.length,
-                        doc.memory_id,
-                        digest,
+                        (doc.memory_id, digest, doc.length, doc.memory_id, digest),
                     )
                 ).rowcount
                 if inserted and doc.terms:  # a row deleted meanwhile gets no postings
@@ -94,7 +85,7 @@ class SqlLexicalIndex(ABC):
                         [(digest, term, doc.memory_id, tf) for term, tf in doc.terms.items()],
                     )
 
-        await self._transact(write(), write=True)
+        await self._db.transact(write(), write=True)
 
     async def remove(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
@@ -102,9 +93,9 @@ class SqlLexicalIndex(ABC):
         in_ids, values = self._sql.in_list("memory_id", memory_ids)
 
         def remove() -> Program[None]:
-            yield q(f"DELETE FROM lexical_docs WHERE ns = %s AND {in_ids}", namespace.digest, *values)
+            yield q(f"DELETE FROM lexical_docs WHERE ns = %s AND {in_ids}", (namespace.digest, *values))
 
-        await self._transact(remove(), write=True)
+        await self._db.transact(remove(), write=True)
 
     async def search(
         self, namespace: Namespace, query: Mapping[int, int], limit: int, memory_filter: MemoryFilter
@@ -117,24 +108,24 @@ class SqlLexicalIndex(ABC):
         params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
 
         def search() -> Program[list[LexicalHit]]:
-            rows = (yield q(bm25_sql(len(query), where), *params)).rows
+            rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
             return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
-        return await self._transact(search(), write=False)
+        return await self._db.transact(search(), write=False)
 
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
 
         def stats() -> Program[tuple[int, int]]:
             sql = "SELECT docs, total_length FROM lexical_stats WHERE ns = %s"
-            row = (yield q(sql, namespace.digest)).first()
+            row = (yield q(sql, (namespace.digest,))).first()
             return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
-        return await self._transact(stats(), write=False)
+        return await self._db.transact(stats(), write=False)
 
     async def postings_count(self, namespace: Namespace) -> int:
         def count() -> Program[int]:
-            row = (yield q("SELECT COUNT(*) FROM lexical_postings WHERE ns = %s", namespace.digest)).first()
+            row = (yield q("SELECT COUNT(*) FROM lexical_postings WHERE ns = %s", (namespace.digest,))).first()
             return 0 if row is None else int(row[0])
 
-        return await self._transact(count(), write=False)
+        return await self._db.transact(count(), write=False)

@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 import sqlite3
 from pathlib import Path
-from typing import TypeVar
 
 from memsvc.stores.lexical.base import Bm25
 from memsvc.stores.lexical.sql import SqlLexicalIndex
-from memsvc.stores.sql import Program
 from memsvc.stores.sqlite_threads import SQLITE, SqliteThreads
 
-T = TypeVar("T")
 _BUSY_TIMEOUT_MS = 5000
 
 
@@ -30,8 +27,7 @@ class SqliteLexicalIndex(SqlLexicalIndex):
     def __init__(
         self, path: Path, bm25: Bm25 | None = None, workers: int = 2, busy_timeout_ms: int = _BUSY_TIMEOUT_MS
     ) -> None:
-        super().__init__(SQLITE, bm25)
-        self._db = SqliteThreads(
+        threads = SqliteThreads(
             path,
             workers=workers,
             busy_timeout_ms=busy_timeout_ms,
@@ -39,9 +35,4 @@ class SqliteLexicalIndex(SqlLexicalIndex):
             what="lexical index",
             setup=_ensure_ln,
         )
-
-    async def _transact(self, program: Program[T], *, write: bool) -> T:
-        return await self._db.transact(program, write=write)
-
-    async def close(self) -> None:
-        await self._db.close()
+        super().__init__(SQLITE, threads, bm25)

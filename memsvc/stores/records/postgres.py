@@ -1,9 +1,12 @@
-"""PostgreSQL record store (psycopg 3, async connection pool): the store of many replicas."""
+"""PostgreSQL record store (psycopg 3, async connection pool): the store of many replicas.
+
+The SQL is shared with SQLite (`memsvc/stores/records/sql.py`); what is PostgreSQL's own is
+the connection pool, the dialect (`PostgresDialect`) and a readiness probe with a deadline.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TypeVar
 
 import psycopg
 
@@ -13,25 +16,16 @@ from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS
 from memsvc.stores.records.sql import SqlRecordStore
 from memsvc.stores.sql import Program, q
 
-T = TypeVar("T")
-
 
 class PostgresRecordStore(SqlRecordStore):
     """Record store on PostgreSQL. Each method is one transaction on a pooled connection."""
 
     def __init__(self, url: str, *, max_connections: int = 10, timeout_s: float = 5.0) -> None:
-        super().__init__(POSTGRES, POSTGRES_MIGRATIONS)
-        self._db = PostgresPool(
+        self._pool = PostgresPool(
             url, max_connections=max_connections, timeout_s=timeout_s, name="memsvc-records", what="record store"
         )
         self._timeout_s = timeout_s
-
-    async def _transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
-        # Schema work at start-up runs on a connection of its own (see PostgresPool.connection).
-        return await self._db.transact(program, pooled=not schema)
-
-    async def close(self) -> None:
-        await self._db.close()
+        super().__init__(POSTGRES, POSTGRES_MIGRATIONS, self._pool)
 
     async def ping(self) -> None:
         def select_one() -> Program[None]:
@@ -39,6 +33,6 @@ class PostgresRecordStore(SqlRecordStore):
 
         try:
             # Readiness must answer even when the server accepts connections but never replies.
-            await asyncio.wait_for(self._db.transact(select_one()), self._timeout_s)
+            await asyncio.wait_for(self._pool.transact(select_one()), self._timeout_s)
         except (TimeoutError, psycopg.Error) as exc:
             raise Unavailable("the record store is unavailable", retry_after_s=1.0) from exc

@@ -1,7 +1,8 @@
 """The record store's SQL, written once for SQLite and PostgreSQL.
 
 `SqlRecordStore` holds every statement and the row mapping as programs (`memsvc.stores.sql`);
-a backend subclass supplies the dialect and runs each program as one transaction.
+a backend subclass supplies the dialect and its connections, which run each program as one
+transaction.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from memsvc.stores.records.rows import (
     version_to_params,
     vitality_sql,
 )
-from memsvc.stores.sql import Program, SqlDialect, Statement, each, q
+from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, Statement, each, q
 
 T = TypeVar("T")
 
@@ -79,40 +80,38 @@ def memory_columns(sql: SqlDialect) -> str:
 
 
 class SqlRecordStore(ABC):
-    """Every RecordStore method as SQL; each call is one transaction run by the backend."""
+    """Every RecordStore method as SQL; each call is one transaction on the backend's connections."""
 
-    def __init__(self, sql: SqlDialect, migrations: tuple[Migration, ...]) -> None:
+    def __init__(self, sql: SqlDialect, migrations: tuple[Migration, ...], db: SqlTransactions) -> None:
         self._sql = sql
+        self._db = db
         self._migrations = migrations
         self._columns = memory_columns(sql)
         self._by_id = f"SELECT {self._columns} FROM memories WHERE ns = %s AND id = %s"
 
     @abstractmethod
-    async def _transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
-        """Run `program` as one transaction (`write`: it changes rows; `schema`: start-up work)."""
+    async def ping(self) -> None:
+        """Raise Unavailable when the store cannot answer (each backend knows what that takes)."""
 
-    @abstractmethod
-    async def ping(self) -> None: ...
-
-    @abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        await self._db.close()
 
     async def _read(self, program: Program[T]) -> T:
-        return await self._transact(program, write=False)
+        return await self._db.transact(program, write=False)
 
     async def _write(self, program: Program[T]) -> T:
-        return await self._transact(program, write=True)
+        return await self._db.transact(program, write=True)
 
-    def _memories(self, sql: str, *params: Any) -> Program[list[StoredMemory]]:
-        return [memory_from_row(r) for r in (yield q(sql, *params)).rows]
+    def _memories(self, sql: str, params: Sequence[Any]) -> Program[list[StoredMemory]]:
+        return [memory_from_row(r) for r in (yield q(sql, params)).rows]
 
     def _insert_version(self, v: StoredVersion) -> Program[None]:
         """Record a version as the next number of its memory (callers hold the row's or the write lock)."""
         row = (
-            yield q("SELECT COALESCE(MAX(version), 0) + 1 FROM memory_versions WHERE memory_id = %s", v.memory_id)
+            yield q("SELECT COALESCE(MAX(version), 0) + 1 FROM memory_versions WHERE memory_id = %s", (v.memory_id,))
         ).first()
         number = 1 if row is None else int(row[0])
-        yield Statement(
+        yield q(
             f"INSERT INTO memory_versions ({INSERT_VERSION_COLUMNS}) VALUES ({_marks(INSERT_VERSION_ARITY)})",
             version_to_params(v, number),
         )
@@ -122,10 +121,10 @@ class SqlRecordStore(ABC):
     ) -> Program[StoredMemory | None]:
         """Run an UPDATE of one memory row (`update` ends in its WHERE clause); the row if it changed."""
         if self._sql.returning:
-            row = (yield Statement(f"{update} RETURNING {self._columns}", params)).first()
+            row = (yield q(f"{update} RETURNING {self._columns}", params)).first()
         else:
-            changed = (yield Statement(update, params)).rowcount
-            row = (yield q(self._by_id, digest, memory_id)).first() if changed else None
+            changed = (yield q(update, params)).rowcount
+            row = (yield q(self._by_id, (digest, memory_id))).first() if changed else None
         return None if row is None else memory_from_row(row)
 
     # -- schema -------------------------------------------------------------------------------
@@ -146,11 +145,11 @@ class SqlRecordStore(ABC):
                     continue
                 for statement in statements:
                     yield q(statement)
-                yield q("INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)", version, time.time())
+                yield q("INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)", (version, time.time()))
                 applied.append(version)
             return applied
 
-        return await self._transact(apply(), write=True, schema=True)
+        return await self._db.transact(apply(), write=True, schema=True)
 
     async def check_schema(self) -> None:
         def applied() -> Program[set[int]]:
@@ -159,7 +158,7 @@ class SqlRecordStore(ABC):
                 return set()
             return {row[0] for row in (yield q("SELECT version FROM schema_migrations")).rows}
 
-        done = await self._transact(applied(), write=False, schema=True)
+        done = await self._db.transact(applied(), write=False, schema=True)
         missing = [v for v, _ in self._migrations if v not in done]
         if missing:
             raise FailedPrecondition(f"schema migrations pending: {missing}; run `memsvc migrate`")
@@ -175,7 +174,7 @@ class SqlRecordStore(ABC):
                 # ON CONFLICT waits for a concurrent insert of the same key to commit, then
                 # skips; the next statement (a fresh snapshot) sees the winner's row.
                 inserted = (
-                    yield Statement(
+                    yield q(
                         f"INSERT INTO memories ({INSERT_MEMORY_COLUMNS}) VALUES ({_marks(INSERT_MEMORY_ARITY)}) "
                         "ON CONFLICT (ns, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                         memory_to_params(row),
@@ -187,8 +186,7 @@ class SqlRecordStore(ABC):
                 existing = (
                     yield q(
                         f"SELECT {self._columns} FROM memories WHERE ns = %s AND idempotency_key = %s",
-                        row.namespace.digest,
-                        row.idempotency_key,
+                        (row.namespace.digest, row.idempotency_key),
                     )
                 ).first()
                 if existing is None:
@@ -235,13 +233,7 @@ class SqlRecordStore(ABC):
                         SELECT s.id FROM session_rows s JOIN anchor_pos p
                           ON s.session_id = p.session_id AND s.pos BETWEEN p.pos - %s AND p.pos + %s
                     ) AND NOT ({in_ids}) ORDER BY created_at, id""",
-                namespace.digest,
-                *id_values,
-                namespace.digest,
-                include_inactive,
-                window,
-                window,
-                *id_values,
+                (namespace.digest, *id_values, namespace.digest, include_inactive, window, window, *id_values),
             )
         )
 
@@ -282,13 +274,13 @@ class SqlRecordStore(ABC):
             if self._sql.returning:
                 row = (
                     yield q(
-                        f"DELETE FROM memories WHERE ns = %s AND id = %s RETURNING {self._columns}", digest, memory_id
+                        f"DELETE FROM memories WHERE ns = %s AND id = %s RETURNING {self._columns}", (digest, memory_id)
                     )
                 ).first()
             else:
-                row = (yield q(self._by_id, digest, memory_id)).first()
+                row = (yield q(self._by_id, (digest, memory_id))).first()
                 if row is not None:
-                    yield q("DELETE FROM memories WHERE id = %s", memory_id)
+                    yield q("DELETE FROM memories WHERE id = %s", (memory_id,))
             if row is None:
                 return None
             memory = memory_from_row(row)
@@ -296,12 +288,9 @@ class SqlRecordStore(ABC):
                 "INSERT INTO vector_tombstones (memory_id, ns, embedding_version, at) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (memory_id) DO UPDATE SET ns = excluded.ns, "
                 "embedding_version = excluded.embedding_version, at = excluded.at",
-                memory_id,
-                digest,
-                memory.embedding_version,
-                time.time(),
+                (memory_id, digest, memory.embedding_version, time.time()),
             )
-            yield q("DELETE FROM memory_versions WHERE memory_id = %s AND ns = %s", memory_id, digest)
+            yield q("DELETE FROM memory_versions WHERE memory_id = %s AND ns = %s", (memory_id, digest))
             if version is not None:
                 yield from self._insert_version(version)
             return memory
@@ -312,18 +301,13 @@ class SqlRecordStore(ABC):
         digest = namespace.digest
 
         def forget() -> Program[int]:
-            count = (yield q("DELETE FROM memories WHERE ns = %s", digest)).rowcount
+            count = (yield q("DELETE FROM memories WHERE ns = %s", (digest,))).rowcount
             for table in ("memory_events", "memory_versions", "data_keys", "vector_tombstones", "vector_write_clock"):
-                yield q(f"DELETE FROM {table} WHERE ns = %s", digest)
+                yield q(f"DELETE FROM {table} WHERE ns = %s", (digest,))
             yield q(
                 "INSERT INTO namespace_tombstones (ns, tenant, project, environment, user_id, at) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (ns) DO UPDATE SET at = excluded.at",
-                digest,
-                namespace.tenant,
-                namespace.project,
-                namespace.environment,
-                namespace.user_id,
-                time.time(),
+                (digest, namespace.tenant, namespace.project, namespace.environment, namespace.user_id, time.time()),
             )
             return int(count)
 
@@ -342,8 +326,7 @@ class SqlRecordStore(ABC):
             self._memories(
                 f"SELECT {self._columns} FROM memories WHERE {' AND '.join(clauses)} "
                 "ORDER BY created_at DESC, id DESC LIMIT %s",
-                *values,
-                limit,
+                (*values, limit),
             )
         )
 
@@ -353,7 +336,7 @@ class SqlRecordStore(ABC):
         in_keys, values = self._sql.in_list("idempotency_key", keys)
         return await self._read(
             self._memories(
-                f"SELECT {self._columns} FROM memories WHERE ns = %s AND {in_keys}", namespace.digest, *values
+                f"SELECT {self._columns} FROM memories WHERE ns = %s AND {in_keys}", (namespace.digest, *values)
             )
         )
 
@@ -363,14 +346,14 @@ class SqlRecordStore(ABC):
         in_ids, values = self._sql.in_list("id", ids)
 
         def fetch() -> Program[set[str]]:
-            return {r[0] for r in (yield q(f"SELECT id FROM memories WHERE {in_ids}", *values)).rows}
+            return {r[0] for r in (yield q(f"SELECT id FROM memories WHERE {in_ids}", (*values,))).rows}
 
         return await self._read(fetch())
 
     async def superseded_ids(self, namespace: Namespace, successor_id: str) -> list[str]:
         def fetch() -> Program[list[str]]:
             sql = "SELECT id FROM memories WHERE ns = %s AND superseded_by = %s ORDER BY id"
-            return [r[0] for r in (yield q(sql, namespace.digest, successor_id)).rows]
+            return [r[0] for r in (yield q(sql, (namespace.digest, successor_id))).rows]
 
         return await self._read(fetch())
 
@@ -417,10 +400,7 @@ class SqlRecordStore(ABC):
                 yield q(
                     f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE ns = %s AND {in_ids} "
                     "AND version > %s ORDER BY memory_id, version LIMIT %s",
-                    namespace.digest,
-                    *values,
-                    after_version,
-                    limit,
+                    (namespace.digest, *values, after_version, limit),
                 )
             ).rows
             return [version_from_row(r) for r in rows]
@@ -446,8 +426,7 @@ class SqlRecordStore(ABC):
             self._memories(
                 f"SELECT {self._columns} FROM memories WHERE indexed = 0 AND updated_at <= %s "
                 "ORDER BY updated_at LIMIT %s",
-                older_than,
-                limit,
+                (older_than, limit),
             )
         )
 
@@ -463,8 +442,7 @@ class SqlRecordStore(ABC):
             self._memories(
                 f"SELECT {self._columns} FROM memories WHERE extraction_pending = 1 AND updated_at <= %s "
                 "ORDER BY updated_at, created_at LIMIT %s",
-                older_than,
-                limit,
+                (older_than, limit),
             )
         )
 
@@ -482,7 +460,7 @@ class SqlRecordStore(ABC):
     async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]:
         def pending() -> Program[list[VectorTombstone]]:
             sql = "SELECT memory_id, ns, embedding_version FROM vector_tombstones ORDER BY at LIMIT %s"
-            return [VectorTombstone(r[0], r[1], r[2]) for r in (yield q(sql, limit)).rows]
+            return [VectorTombstone(r[0], r[1], r[2]) for r in (yield q(sql, (limit,))).rows]
 
         return await self._read(pending())
 
@@ -492,22 +470,22 @@ class SqlRecordStore(ABC):
         in_ids, values = self._sql.in_list("memory_id", memory_ids)
 
         def clear() -> Program[None]:
-            yield q(f"DELETE FROM vector_tombstones WHERE {in_ids}", *values)
+            yield q(f"DELETE FROM vector_tombstones WHERE {in_ids}", (*values,))
 
         await self._write(clear())
 
     async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]:
         def pending() -> Program[list[NamespaceTombstone]]:
             sql = "SELECT tenant, project, environment, user_id FROM namespace_tombstones ORDER BY at LIMIT %s"
-            return [NamespaceTombstone(Namespace(*r)) for r in (yield q(sql, limit)).rows]
+            return [NamespaceTombstone(Namespace(*r)) for r in (yield q(sql, (limit,))).rows]
 
         return await self._read(pending())
 
     async def clear_namespace_tombstone(self, namespace: Namespace) -> None:
         def clear() -> Program[None]:
-            yield q("DELETE FROM namespace_tombstones WHERE ns = %s", namespace.digest)
+            yield q("DELETE FROM namespace_tombstones WHERE ns = %s", (namespace.digest,))
             # The vectors are erased: the drop's write clock has nothing left to guard.
-            yield q("DELETE FROM vector_write_clock WHERE ns = %s", namespace.digest)
+            yield q("DELETE FROM vector_write_clock WHERE ns = %s", (namespace.digest,))
 
         await self._write(clear())
 
@@ -543,7 +521,7 @@ class SqlRecordStore(ABC):
                     if self._sql.row_locks:
                         # Lock the row first: concurrent reports of one (request, memory) serialise here.
                         locked = yield q(
-                            "SELECT 1 FROM memories WHERE ns = %s AND id = %s FOR UPDATE", digest, memory_id
+                            "SELECT 1 FROM memories WHERE ns = %s AND id = %s FOR UPDATE", (digest, memory_id)
                         )
                         if locked.first() is None:
                             continue
@@ -551,28 +529,23 @@ class SqlRecordStore(ABC):
                         yield q(
                             "SELECT 1 FROM memory_events WHERE ns = %s AND request_id = %s AND memory_id = %s "
                             "AND event IN ('used', 'unused')",
-                            digest,
-                            request_id,
-                            memory_id,
+                            (digest, request_id, memory_id),
                         )
                     ).first()
                     if seen is not None:
                         continue
                     counted = (
                         yield q(
-                            f"UPDATE memories SET {column} = {column} + 1 WHERE ns = %s AND id = %s", digest, memory_id
+                            f"UPDATE memories SET {column} = {column} + 1 WHERE ns = %s AND id = %s",
+                            (digest, memory_id),
                         )
                     ).rowcount
                     if not counted:
                         continue
-                    yield q(f"UPDATE memories SET vitality = {vitality_sql()} WHERE id = %s", memory_id)
+                    yield q(f"UPDATE memories SET vitality = {vitality_sql()} WHERE id = %s", (memory_id,))
                     yield q(
                         "INSERT INTO memory_events (memory_id, ns, event, request_id, at) VALUES (%s, %s, %s, %s, %s)",
-                        memory_id,
-                        digest,
-                        event,
-                        request_id,
-                        now,
+                        (memory_id, digest, event, request_id, now),
                     )
                     recorded.append(memory_id)
             return recorded
@@ -595,7 +568,9 @@ class SqlRecordStore(ABC):
 
     async def get_usage_stats(self, tenant: str) -> UsageStats | None:
         def get() -> Program[UsageStats | None]:
-            row = (yield q(f"SELECT {_USAGE_STATS_COLUMNS} FROM tenant_usage_stats WHERE tenant = %s", tenant)).first()
+            row = (
+                yield q(f"SELECT {_USAGE_STATS_COLUMNS} FROM tenant_usage_stats WHERE tenant = %s", (tenant,))
+            ).first()
             return None if row is None else UsageStats(row[0], row[1], row[2], row[3], int(row[4]), row[5])
 
         return await self._read(get())
@@ -604,7 +579,9 @@ class SqlRecordStore(ABC):
 
     async def scan_memories(self, after_id: str, limit: int) -> list[StoredMemory]:
         return await self._read(
-            self._memories(f"SELECT {self._columns} FROM memories WHERE id > %s ORDER BY id LIMIT %s", after_id, limit)
+            self._memories(
+                f"SELECT {self._columns} FROM memories WHERE id > %s ORDER BY id LIMIT %s", (after_id, limit)
+            )
         )
 
     async def apply_maintenance(self, updates: Sequence[MaintenanceUpdate], now: float) -> list[StoredMemory]:
@@ -617,10 +594,7 @@ class SqlRecordStore(ABC):
                 if u.tier is None:
                     yield q(
                         "UPDATE memories SET decay = %s WHERE id = %s AND ns = %s AND revision = %s",
-                        u.decay,
-                        u.memory_id,
-                        u.namespace_digest,
-                        u.revision,
+                        (u.decay, u.memory_id, u.namespace_digest, u.revision),
                     )
                     continue
                 memory = yield from self._update_memory_row(
@@ -649,16 +623,16 @@ class SqlRecordStore(ABC):
 
         def acquire() -> Program[bool]:
             if self._sql.returning:
-                return (yield q(f"{upsert} RETURNING holder", name, holder, now + ttl_s, now)).first() is not None
-            yield q(upsert, name, holder, now + ttl_s, now)
-            row = (yield q("SELECT holder FROM maintenance_leases WHERE name = %s", name)).first()
+                return (yield q(f"{upsert} RETURNING holder", (name, holder, now + ttl_s, now))).first() is not None
+            yield q(upsert, (name, holder, now + ttl_s, now))
+            row = (yield q("SELECT holder FROM maintenance_leases WHERE name = %s", (name,))).first()
             return bool(row is not None and row[0] == holder)
 
         return await self._write(acquire())
 
     async def release_lease(self, name: str, holder: str) -> None:
         def release() -> Program[None]:
-            yield q("DELETE FROM maintenance_leases WHERE name = %s AND holder = %s", name, holder)
+            yield q("DELETE FROM maintenance_leases WHERE name = %s AND holder = %s", (name, holder))
 
         await self._write(release())
 
@@ -666,15 +640,13 @@ class SqlRecordStore(ABC):
 
     async def insert_api_key(self, record: ApiKeyRecord) -> None:
         def insert() -> Program[None]:
-            yield Statement(
-                f"INSERT INTO api_keys ({API_KEY_COLUMNS}) VALUES ({_marks(10)})", api_key_to_params(record)
-            )
+            yield q(f"INSERT INTO api_keys ({API_KEY_COLUMNS}) VALUES ({_marks(10)})", api_key_to_params(record))
 
         await self._write(insert())
 
     async def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
         def get() -> Program[ApiKeyRecord | None]:
-            row = (yield q(f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", key_id)).first()
+            row = (yield q(f"SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,))).first()
             return None if row is None else api_key_from_row(row)
 
         return await self._read(get())
@@ -691,7 +663,7 @@ class SqlRecordStore(ABC):
     async def revoke_api_key(self, key_id: str, now: float) -> bool:
         def revoke() -> Program[bool]:
             sql = "UPDATE api_keys SET revoked_at = %s WHERE key_id = %s AND revoked_at IS NULL"
-            return (yield q(sql, now, key_id)).rowcount > 0
+            return (yield q(sql, (now, key_id))).rowcount > 0
 
         return await self._write(revoke())
 
@@ -699,7 +671,7 @@ class SqlRecordStore(ABC):
 
     async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None:
         def get() -> Program[WrappedDataKey | None]:
-            row = (yield q(_LATEST_DATA_KEY, namespace.digest)).first()
+            row = (yield q(_LATEST_DATA_KEY, (namespace.digest,))).first()
             return None if row is None else WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
 
         return await self._read(get())
@@ -709,13 +681,9 @@ class SqlRecordStore(ABC):
             yield q(
                 "INSERT INTO data_keys (ns, version, master_version, wrapped, created_at) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (ns, version) DO NOTHING",
-                namespace.digest,
-                key.version,
-                key.master_version,
-                key.wrapped,
-                time.time(),
+                (namespace.digest, key.version, key.master_version, key.wrapped, time.time()),
             )
-            row = (yield q(_LATEST_DATA_KEY, namespace.digest)).first()
+            row = (yield q(_LATEST_DATA_KEY, (namespace.digest,))).first()
             if row is None:  # only a concurrent forget can remove it between the two statements
                 raise Unavailable("the data key was removed concurrently; retry", retry_after_s=0.1)
             return WrappedDataKey(namespace.digest, row[0], row[1], bytes(row[2]))
@@ -732,10 +700,7 @@ class SqlRecordStore(ABC):
                     f"|| {sep} || m.environment || {sep} || m.user_id FROM memories m WHERE m.ns = d.ns LIMIT 1) "
                     "FROM data_keys d WHERE d.master_version <> %s AND (d.ns, d.version) > (%s, %s) "
                     "ORDER BY d.ns, d.version LIMIT %s",
-                    master_version,
-                    after[0],
-                    after[1],
-                    limit,
+                    (master_version, after[0], after[1], limit),
                 )
             ).rows
             return [stale_data_key(r) for r in rows]
@@ -747,12 +712,7 @@ class SqlRecordStore(ABC):
             changed = yield q(
                 "UPDATE data_keys SET master_version = %s, wrapped = %s "
                 "WHERE ns = %s AND version = %s AND master_version = %s AND wrapped = %s",
-                master_version,
-                wrapped,
-                key.namespace_digest,
-                key.version,
-                key.master_version,
-                key.wrapped,
+                (master_version, wrapped, key.namespace_digest, key.version, key.master_version, key.wrapped),
             )
             return changed.rowcount > 0
 
@@ -762,7 +722,7 @@ class SqlRecordStore(ABC):
 
     async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None:
         def get() -> Program[VectorPlacement | None]:
-            row = (yield q(_PLACEMENT, namespace_digest, prefix)).first()
+            row = (yield q(_PLACEMENT, (namespace_digest, prefix))).first()
             return None if row is None else VectorPlacement(row[0], row[1])
 
         return await self._read(get())
@@ -774,14 +734,14 @@ class SqlRecordStore(ABC):
             lock = self._sql.placement_lock(prefix)
             if lock is not None:
                 yield lock
-            existing = (yield q(_PLACEMENT, namespace_digest, prefix)).first()
+            existing = (yield q(_PLACEMENT, (namespace_digest, prefix))).first()
             if existing is not None:
                 return VectorPlacement(existing[0], existing[1])
             row = (
                 yield q(
                     "SELECT shard, COUNT(*) FROM vector_placements WHERE prefix = %s GROUP BY shard "
                     "ORDER BY shard DESC LIMIT 1",
-                    prefix,
+                    (prefix,),
                 )
             ).first()
             shard = 0 if row is None else (row[0] if row[1] < partitions_per_collection else row[0] + 1)
@@ -789,11 +749,7 @@ class SqlRecordStore(ABC):
             yield q(
                 "INSERT INTO vector_placements (ns, prefix, shard, collection, partition_name) "
                 "VALUES (%s, %s, %s, %s, %s)",
-                namespace_digest,
-                prefix,
-                shard,
-                placement.collection,
-                placement.partition,
+                (namespace_digest, prefix, shard, placement.collection, placement.partition),
             )
             return placement
 
@@ -804,9 +760,7 @@ class SqlRecordStore(ABC):
             yield q(
                 "INSERT INTO vector_write_clock (ns, prefix, ts) VALUES (%s, %s, %s) ON CONFLICT (ns, prefix) "
                 f"DO UPDATE SET ts = {self._sql.greatest}(vector_write_clock.ts, excluded.ts)",
-                namespace_digest,
-                prefix,
-                timestamp,
+                (namespace_digest, prefix, timestamp),
             )
 
         await self._write(note())
@@ -814,7 +768,7 @@ class SqlRecordStore(ABC):
     async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None:
         def last() -> Program[int | None]:
             row = (
-                yield q("SELECT ts FROM vector_write_clock WHERE ns = %s AND prefix = %s", namespace_digest, prefix)
+                yield q("SELECT ts FROM vector_write_clock WHERE ns = %s AND prefix = %s", (namespace_digest, prefix))
             ).first()
             return None if row is None else int(row[0])
 

@@ -1,17 +1,18 @@
-"""SQLite record store (WAL): the embedded default. Blocking calls run on a small thread pool."""
+"""SQLite record store (WAL): the embedded default. Blocking calls run on a small thread pool.
+
+The SQL is shared with PostgreSQL (`memsvc/stores/records/sql.py`); what is SQLite's own is
+the thread pool of connections, the dialect (`SqliteDialect`) and what a readiness probe takes.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import TypeVar
 
 from memsvc.stores.records.migrations import SQLITE_MIGRATIONS
 from memsvc.stores.records.sql import SqlRecordStore, fetch_memories_statement
-from memsvc.stores.sql import Program
 from memsvc.stores.sqlite_threads import SQLITE, SqliteDialect, SqliteThreads
 
-T = TypeVar("T")
 _BUSY_TIMEOUT_MS = 5000
 
 
@@ -20,7 +21,7 @@ def _enable_foreign_keys(conn: sqlite3.Connection) -> None:
 
 
 def fetch_sql(count: int) -> str:
-    """The SQLite text of a fetch of `count` ids within one namespace (bound: namespace, then the ids)."""
+    """SQLite's text of a fetch of `count` ids within one namespace (bound: namespace, then the ids)."""
     return SqliteDialect.native(fetch_memories_statement(SQLITE, "", [""] * count).sql)
 
 
@@ -28,8 +29,7 @@ class SqliteRecordStore(SqlRecordStore):
     """Record store on one SQLite file; each worker thread keeps its own connection."""
 
     def __init__(self, path: Path, workers: int = 4, busy_timeout_ms: int = _BUSY_TIMEOUT_MS) -> None:
-        super().__init__(SQLITE, SQLITE_MIGRATIONS)
-        self._db = SqliteThreads(
+        self._threads = SqliteThreads(
             path,
             workers=workers,
             busy_timeout_ms=busy_timeout_ms,
@@ -37,12 +37,7 @@ class SqliteRecordStore(SqlRecordStore):
             what="record store",
             setup=_enable_foreign_keys,
         )
-
-    async def _transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
-        return await self._db.transact(program, write=write)
-
-    async def close(self) -> None:
-        await self._db.close()
+        super().__init__(SQLITE, SQLITE_MIGRATIONS, self._threads)
 
     async def ping(self) -> None:
         """Can this store take a write now? Reads alone pass while another connection holds the lock."""
@@ -51,4 +46,4 @@ class SqliteRecordStore(SqlRecordStore):
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
 
-        await self._db.run(probe)
+        await self._threads.run(probe)
