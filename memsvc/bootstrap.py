@@ -13,7 +13,7 @@ from memsvc.crypto.keyring import new_key_b64
 from memsvc.domain.models import Permission
 from memsvc.errors import FailedPrecondition
 from memsvc.keys import ApiKeys
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import ApiKeyRecords
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def local_secrets(settings: Settings) -> LocalSecrets:
     return LocalSecrets(master or stored["master_keys"], (pepper or stored["pepper"]).encode())
 
 
-async def bootstrap_dev_key(settings: Settings, store: RecordStore, keys: ApiKeys) -> str | None:
+async def bootstrap_dev_key(settings: Settings, store: ApiKeyRecords, keys: ApiKeys) -> str | None:
     """On the first start of the embedded default, create a development key and save it."""
     if not settings.bootstrap_dev_key or settings.uses_postgres:
         return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from memsvc.domain.models import ApiKeyRecord, Permission, Principal
 from memsvc.errors import InvalidArgument, Unauthenticated
 from memsvc.stores.caches.memory import LruTtlMap
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import ApiKeyRecords
 
 _KEY_PATTERN = re.compile(r"msk_([0-9a-f]{16})_([A-Za-z0-9_-]{32,64})")
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -26,7 +26,7 @@ class IssuedKey:
 
 
 class ApiKeys:
-    def __init__(self, store: RecordStore, pepper: bytes, cache_ttl_s: float = 2.0) -> None:
+    def __init__(self, store: ApiKeyRecords, pepper: bytes, cache_ttl_s: float = 2.0) -> None:
         self._store = store
         self._pepper = pepper
         # A short cache: revocation takes effect within cache_ttl_s on every replica.

@@ -11,7 +11,7 @@ from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.validation import Limits, Violations, check_memory_id, check_user_id, validate_listing
 from memsvc.pipeline.write.path import require
-from memsvc.stores.records.base import PageCursor, RecordStore
+from memsvc.stores.records.base import MemoryRecords, PageCursor
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class MemoryReads:
     def __init__(
         self,
         *,
-        store: RecordStore,
+        store: MemoryRecords,
         codec: MemoryCodec,
         page_tokens: PageTokens,
         limits: Limits,

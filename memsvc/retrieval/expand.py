@@ -11,13 +11,13 @@ from memsvc.domain.models import RankedMemory, ScoreBreakdown
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import QueryReport, stage_span
 from memsvc.pipeline.query.pipeline import QueryOutcome
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import MemoryRecords
 
 
 class ContextExpander:
     """One record-store query for all neighbours; a neighbour follows its anchor, oldest first."""
 
-    def __init__(self, store: RecordStore, codec: MemoryCodec, tracer: Tracer) -> None:
+    def __init__(self, store: MemoryRecords, codec: MemoryCodec, tracer: Tracer) -> None:
         self._store = store
         self._codec = codec
         self._tracer = tracer

@@ -10,13 +10,13 @@ from memsvc.deadline import Deadline
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import QueryReport, stage_span
 from memsvc.pipeline.query.pipeline import QueryOutcome
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import MemoryRecords
 
 
 class SourceAttacher:
     """One record-store query for every source of every returned derived memory."""
 
-    def __init__(self, store: RecordStore, codec: MemoryCodec, tracer: Tracer) -> None:
+    def __init__(self, store: MemoryRecords, codec: MemoryCodec, tracer: Tracer) -> None:
         self._store = store
         self._codec = codec
         self._tracer = tracer

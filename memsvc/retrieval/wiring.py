@@ -15,7 +15,7 @@ from memsvc.retrieval.fusion import Fusion
 from memsvc.retrieval.multi_query import MultiQuery
 from memsvc.retrieval.router import Retrieval
 from memsvc.retrieval.sources import SourceAttacher
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import MemoryRecords
 
 
 def build_llm(settings: Settings) -> Llm:
@@ -31,7 +31,7 @@ def build_llm(settings: Settings) -> Llm:
     return Llm(model, settings.llm_timeout_s)
 
 
-def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: RecordStore, codec: MemoryCodec) -> Retrieval:
+def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: MemoryRecords, codec: MemoryCodec) -> Retrieval:
     llm = build_llm(settings)
     strategies: dict[QueryMode, Strategy] = {
         QueryMode.MULTI_QUERY: MultiQuery(

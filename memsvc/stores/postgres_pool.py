@@ -3,15 +3,64 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.stores.sql import Program, Result, Statement
+
+T = TypeVar("T")
+# Advisory lock keys: "memsvc" serialises migrators; its top 32 bits with the prefix's hash,
+# shard assignment per prefix.
+_MIGRATION_LOCK = 0x6D656D737663
+
+
+class PostgresDialect:
+    """PostgreSQL's side of the shared statements (`memsvc.stores.sql.SqlDialect`)."""
+
+    returning = True
+    row_locks = True
+    greatest = "GREATEST"
+    chr = "chr"
+    real = "DOUBLE PRECISION"
+    migrations_table_exists = "SELECT to_regclass('schema_migrations') IS NOT NULL"
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]
+
+    def tags_any(self, count: int) -> str:
+        # Tags are JSONB here, so the GIN index answers `?|`.
+        return f"memories.tags ?| ARRAY[{', '.join(['%s::text'] * count)}]"
+
+    def tags_text(self, column: str) -> str:
+        return f"{column}::text"
+
+    def unindexed(self, column: str) -> str:
+        return column
+
+    def migration_lock(self) -> Statement | None:
+        return Statement("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+
+    def placement_lock(self, prefix: str) -> Statement | None:
+        return Statement("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_MIGRATION_LOCK >> 16, prefix))
+
+
+POSTGRES = PostgresDialect()
+
+
+async def _execute(conn: AsyncConnection[Any], statement: Statement) -> Result:
+    if statement.many:
+        async with conn.cursor() as cur:
+            await cur.executemany(statement.sql, statement.params)
+            return Result([], cur.rowcount)
+    cur = await conn.execute(statement.sql, statement.params or None)
+    rows = await cur.fetchall() if cur.description is not None else []
+    return Result(rows, cur.rowcount)
 
 
 class PostgresPool:
@@ -57,6 +106,20 @@ class PostgresPool:
             raise Unavailable(f"the {self._what} is unavailable", retry_after_s=1.0) from exc
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
             raise FailedPrecondition(f"the {self._what} schema is not migrated; run `memsvc migrate`") from exc
+
+    async def transact(self, program: Program[T], *, write: bool = True, schema: bool = False) -> T:
+        """Run a shared-SQL program as one transaction (reads too), awaiting each statement it
+        yields; schema work at start-up on a connection of its own (see `connection`)."""
+        async with self.connection(pooled=not schema) as conn:
+            try:
+                statement = next(program)
+                while True:
+                    statement = program.send(await _execute(conn, statement))
+            except StopIteration as done:
+                value: T = done.value
+                return value
+            finally:
+                program.close()
 
     async def close(self) -> None:
         if self._opened:

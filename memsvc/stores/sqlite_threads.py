@@ -5,14 +5,63 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memsvc.errors import Unavailable
+from memsvc.stores.sql import Program, Result, Statement, drive
 
 T = TypeVar("T")
+
+
+class SqliteDialect:
+    """SQLite's side of the shared statements (`memsvc.stores.sql.SqlDialect`)."""
+
+    returning = False
+    row_locks = False
+    greatest = "MAX"
+    chr = "char"
+    real = "REAL"
+    migrations_table_exists = (
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    )
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    def tags_any(self, count: int) -> str:
+        return f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({', '.join(['%s'] * count)}))"
+
+    def tags_text(self, column: str) -> str:
+        return column
+
+    def unindexed(self, column: str) -> str:
+        # `+ns = ? AND id IN (...)` looks the ids up by primary key and checks the namespace on
+        # each row. Left indexable, ns steers SQLite to the (ns, created_at) index, which walks
+        # all of the user's rows to find the few asked for (50 of 1,000: 1.08 -> 0.87 ms).
+        return f"+{column}"
+
+    def migration_lock(self) -> Statement | None:
+        return None  # migrations run in a write transaction, which holds the database lock
+
+    def placement_lock(self, prefix: str) -> Statement | None:
+        return None  # as above: one writer at a time
+
+    @staticmethod
+    def native(sql: str) -> str:
+        """The statement with sqlite3's `?` placeholders for the shared `%s`."""
+        return sql.replace("%s", "?")
+
+
+SQLITE = SqliteDialect()
+
+
+def _execute(conn: sqlite3.Connection, statement: Statement) -> Result:
+    sql = SqliteDialect.native(statement.sql)
+    cur = conn.executemany(sql, statement.params) if statement.many else conn.execute(sql, statement.params)
+    return Result(cur.fetchall(), cur.rowcount)
 
 
 class SqliteThreads:
@@ -91,6 +140,16 @@ class SqliteThreads:
             return result
 
         return await self.run(tx)
+
+    async def transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
+        """Run a shared-SQL program on a worker's connection: in one immediate transaction when
+        it writes, else statement by statement (each reads a consistent snapshot). Schema work
+        needs no connection of its own here."""
+
+        def call(conn: sqlite3.Connection) -> T:
+            return drive(program, lambda statement: _execute(conn, statement))
+
+        return await (self.write(call) if write else self.run(call))
 
     async def close(self) -> None:
         """Refuse new work, let queued and running work finish, then close every connection."""

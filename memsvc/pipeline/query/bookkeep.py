@@ -10,7 +10,7 @@ from memsvc.domain.models import RankedMemory, RecallEvent
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.jobs.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedHit, CachedResult, ResultCache
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import UsageRecords
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class RecallRecorder:
     `stop()`, and a failed flush keeps its events for the next attempt.
     """
 
-    def __init__(self, store: RecordStore, flush_interval_s: float, max_pending: int = 100_000) -> None:
+    def __init__(self, store: UsageRecords, flush_interval_s: float, max_pending: int = 100_000) -> None:
         self._store = store
         self._interval_s = flush_interval_s
         self._max_pending = max_pending

@@ -10,7 +10,7 @@ from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatu
 from memsvc.memories.codec import MemoryCodec, memory_of
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import MemoryRecords
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Hydrated:
 
 
 class HydrateStage:
-    def __init__(self, store: RecordStore, codec: MemoryCodec) -> None:
+    def __init__(self, store: MemoryRecords, codec: MemoryCodec) -> None:
         self._store = store
         self._codec = codec
 

@@ -7,7 +7,7 @@ import logging
 import math
 import time
 
-from memsvc.stores.records.base import RecordStore, UsageStats
+from memsvc.stores.records.base import UsageRecords, UsageStats
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class UsageNorms:
     answers with what it has (None at first, which means "saturating fallback").
     """
 
-    def __init__(self, store: RecordStore, ttl_s: float = 60.0) -> None:
+    def __init__(self, store: UsageRecords, ttl_s: float = 60.0) -> None:
         self._store = store
         self._ttl_s = ttl_s
         self._stats: dict[str, tuple[UsageStats | None, float]] = {}

@@ -30,7 +30,7 @@ from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict, is_duplicate
 from memsvc.pipeline.write.keys import is_turn_key
-from memsvc.stores.records.base import RecordStore
+from memsvc.stores.records.base import MemoryRecords
 from memsvc.stores.vectors.base import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ class WriteReview:
     def __init__(
         self,
         *,
-        store: RecordStore,
+        store: MemoryRecords,
         index: VectorIndex,
         codec: MemoryCodec,
         detector: ContradictionDetector,

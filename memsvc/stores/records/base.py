@@ -106,8 +106,8 @@ class UsageStats:
     computed_at: float
 
 
-class RecordStore(Protocol):
-    """Everything memsvc keeps durably besides vectors. Every method is one round trip."""
+class RecordSchema(Protocol):
+    """The store's schema and connection: migrations, readiness, shutdown."""
 
     async def migrate(self) -> list[int]:
         """Apply pending schema migrations; return the versions applied."""
@@ -123,7 +123,10 @@ class RecordStore(Protocol):
 
     async def close(self) -> None: ...
 
-    # Memories
+
+class MemoryRecords(Protocol):
+    """Memory rows of one namespace: write, read, list, confirm and delete them."""
+
     async def insert_memories(
         self, rows: Sequence[StoredMemory], versions: Sequence[StoredVersion] = ()
     ) -> list[tuple[StoredMemory, bool]]:
@@ -184,37 +187,6 @@ class RecordStore(Protocol):
         """Newest first, filtered by the row-level fields of the filter (not metadata)."""
         ...
 
-    # Outbox
-    async def mark_indexed(self, tickets: Sequence[IndexTicket]) -> None: ...
-
-    async def pending_index(self, limit: int, older_than: float) -> list[StoredMemory]: ...
-
-    async def count_pending_index(self) -> int: ...
-
-    async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]: ...
-
-    async def clear_vector_tombstones(self, memory_ids: Sequence[str]) -> None: ...
-
-    async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]: ...
-
-    async def clear_namespace_tombstone(self, namespace: Namespace) -> None: ...
-
-    async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
-        """Conversation turns whose extraction is unfinished, last changed before `older_than`, oldest first."""
-        ...
-
-    async def clear_extraction_pending(self, memory_ids: Sequence[str]) -> None: ...
-
-    async def mark_stale(self, namespace: Namespace, memory_ids: Sequence[str], stale: bool) -> None:
-        """Set or clear the stale mark of summaries; their revision and vector are unchanged."""
-        ...
-
-    # Bookkeeping
-    async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
-        """usage_count++, last_accessed_at and one memory_events row per event, in one transaction."""
-        ...
-
-    # Lifecycle: history, deduplication, feedback, maintenance
     async def fetch_by_idempotency_keys(self, namespace: Namespace, keys: Sequence[str]) -> list[StoredMemory]:
         """The rows of `namespace` holding any of these idempotency keys."""
         ...
@@ -233,10 +205,54 @@ class RecordStore(Protocol):
         """confirmation_count++ and a version row, in one transaction; the vector is unchanged."""
         ...
 
+    async def mark_stale(self, namespace: Namespace, memory_ids: Sequence[str], stale: bool) -> None:
+        """Set or clear the stale mark of summaries; their revision and vector are unchanged."""
+        ...
+
+
+class VersionRecords(Protocol):
+    """The history of memories: one version row per change."""
+
     async def list_versions(
         self, namespace: Namespace, memory_ids: Sequence[str], after_version: int, limit: int
     ) -> list[StoredVersion]:
         """Versions of these memories, by memory then version, after `after_version`."""
+        ...
+
+
+class IndexOutbox(Protocol):
+    """Rows waiting for the vector index or for extraction (the outbox the indexer drains)."""
+
+    async def mark_indexed(self, tickets: Sequence[IndexTicket]) -> None: ...
+
+    async def pending_index(self, limit: int, older_than: float) -> list[StoredMemory]: ...
+
+    async def count_pending_index(self) -> int: ...
+
+    async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
+        """Conversation turns whose extraction is unfinished, last changed before `older_than`, oldest first."""
+        ...
+
+    async def clear_extraction_pending(self, memory_ids: Sequence[str]) -> None: ...
+
+
+class TombstoneRecords(Protocol):
+    """What the reconciler must still erase from the vector index."""
+
+    async def pending_vector_deletes(self, limit: int) -> list[VectorTombstone]: ...
+
+    async def clear_vector_tombstones(self, memory_ids: Sequence[str]) -> None: ...
+
+    async def pending_namespace_drops(self, limit: int) -> list[NamespaceTombstone]: ...
+
+    async def clear_namespace_tombstone(self, namespace: Namespace) -> None: ...
+
+
+class UsageRecords(Protocol):
+    """Recall and feedback bookkeeping, and the tenants' usage percentiles."""
+
+    async def record_recalls(self, events: Sequence[RecallEvent]) -> None:
+        """usage_count++, last_accessed_at and one memory_events row per event, in one transaction."""
         ...
 
     async def record_feedback(
@@ -248,11 +264,13 @@ class RecordStore(Protocol):
         """
         ...
 
-    async def acquire_lease(self, name: str, holder: str, now: float, ttl_s: float) -> bool:
-        """Take (or renew) the named lease unless another holder's lease is unexpired."""
-        ...
+    async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None: ...
 
-    async def release_lease(self, name: str, holder: str) -> None: ...
+    async def get_usage_stats(self, tenant: str) -> UsageStats | None: ...
+
+
+class MaintenanceRecords(Protocol):
+    """The maintenance job's walk over every row and its compare-and-set updates."""
 
     async def scan_memories(self, after_id: str, limit: int) -> list[StoredMemory]:
         """Every namespace's rows in id order after `after_id` (for the maintenance job)."""
@@ -262,11 +280,20 @@ class RecordStore(Protocol):
         """Compare-and-set each update on its revision; return the rows whose tier changed."""
         ...
 
-    async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None: ...
 
-    async def get_usage_stats(self, tenant: str) -> UsageStats | None: ...
+class LeaseRecords(Protocol):
+    """Named leases: one holder at a time across replicas."""
 
-    # API keys
+    async def acquire_lease(self, name: str, holder: str, now: float, ttl_s: float) -> bool:
+        """Take (or renew) the named lease unless another holder's lease is unexpired."""
+        ...
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+
+class ApiKeyRecords(Protocol):
+    """API keys (their secrets only as hashes)."""
+
     async def insert_api_key(self, record: ApiKeyRecord) -> None: ...
 
     async def get_api_key(self, key_id: str) -> ApiKeyRecord | None: ...
@@ -275,7 +302,10 @@ class RecordStore(Protocol):
 
     async def revoke_api_key(self, key_id: str, now: float) -> bool: ...
 
-    # Data keys
+
+class DataKeyRecords(Protocol):
+    """Wrapped per-namespace data keys and their re-wrapping under a new master key."""
+
     async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None: ...
 
     async def put_data_key_if_absent(self, namespace: Namespace, key: WrappedDataKey) -> WrappedDataKey: ...
@@ -288,12 +318,19 @@ class RecordStore(Protocol):
         """Replace the wrapping of `key` if it is still the stored one (compare-and-set)."""
         ...
 
-    # Vector placement registry
+
+class PlacementRecords(Protocol):
+    """Where each namespace's vectors live in the index."""
+
     async def get_placement(self, namespace_digest: str, prefix: str) -> VectorPlacement | None: ...
 
     async def assign_placement(
         self, namespace_digest: str, prefix: str, partitions_per_collection: int
     ) -> VectorPlacement: ...
+
+
+class WriteClockRecords(Protocol):
+    """The Milvus timestamp of each namespace's last acknowledged vector write."""
 
     async def note_vector_write(self, namespace_digest: str, prefix: str, timestamp: int) -> None:
         """Keep the later of `timestamp` and the namespace's stored last vector write timestamp."""
@@ -302,3 +339,24 @@ class RecordStore(Protocol):
     async def last_vector_write(self, namespace_digest: str, prefix: str) -> int | None:
         """The Milvus timestamp of the namespace's last acknowledged vector write, if any."""
         ...
+
+
+class RecordStore(
+    RecordSchema,
+    MemoryRecords,
+    VersionRecords,
+    IndexOutbox,
+    TombstoneRecords,
+    UsageRecords,
+    MaintenanceRecords,
+    LeaseRecords,
+    ApiKeyRecords,
+    DataKeyRecords,
+    PlacementRecords,
+    WriteClockRecords,
+    Protocol,
+):
+    """Everything memsvc keeps durably besides vectors: every area. Every method is one round trip.
+
+    A component that uses one area depends on that area's protocol only.
+    """

@@ -1,0 +1,131 @@
+"""The lexical index's SQL, written once for SQLite and PostgreSQL: BM25 summed in one query.
+
+Tables come from migration 2 (`memsvc/stores/records/migrations.py`). The search joins the
+memory rows, so the caller's filters apply inside the query, as they do in the vector index;
+both backends run the same statements, so both rank identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memsvc.domain.models import MemoryFilter, Namespace
+from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_filter
+from memsvc.stores.records.rows import filter_sql
+from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
+
+
+def bm25_sql(terms: int, where: str) -> str:
+    """One query: document frequencies of the query terms, then BM25 summed per memory, and
+    the share of the query's IDF weight the memory contains (its term coverage).
+
+    Bound in order: (term, query count) x terms, k1, b, namespace (stats), namespace (df),
+    namespace (postings), the filter's values, limit. IDF is Lucene's, never negative. A query
+    term no memory has weighs the most: a query about something never said covers little.
+    """
+    ph = "%s"
+    values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
+    extra = f" AND {where}" if where else ""
+    return (
+        f"WITH q(term, qtf) AS (VALUES {values}), "
+        f"params(k1, b) AS (SELECT {ph}, {ph}), "
+        "st AS (SELECT docs, CAST(total_length AS DOUBLE PRECISION) / docs AS avgdl FROM lexical_stats "
+        f"WHERE ns = {ph} AND docs > 0), "
+        "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
+        f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term), "
+        "qw AS (SELECT SUM(q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5))) "
+        "AS weight FROM q LEFT JOIN df ON df.term = q.term CROSS JOIN st) "
+        "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
+        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
+        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage "
+        "FROM lexical_postings p "
+        "JOIN q ON q.term = p.term "
+        "JOIN df ON df.term = p.term "
+        "JOIN lexical_docs d ON d.memory_id = p.memory_id "
+        "JOIN memories ON memories.id = p.memory_id "
+        "CROSS JOIN st CROSS JOIN params CROSS JOIN qw "
+        f"WHERE p.ns = {ph}{extra} "
+        "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
+    )
+
+
+class SqlLexicalIndex:
+    """LexicalIndex as SQL on the record store's database; each call is one transaction run by the backend."""
+
+    def __init__(self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None) -> None:
+        self._sql = sql
+        self._db = db
+        self._bm25 = bm25 or Bm25()
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    # -- LexicalIndex -------------------------------------------------------------------------
+
+    async def index(self, namespace: Namespace, docs: Sequence[LexicalDoc]) -> None:
+        if not docs:
+            return
+        digest = namespace.digest
+
+        def write() -> Program[None]:
+            for doc in docs:
+                # The delete trigger removes the old postings and corrects the namespace totals.
+                yield q("DELETE FROM lexical_docs WHERE memory_id = %s", (doc.memory_id,))
+                inserted = (
+                    yield q(
+                        "INSERT INTO lexical_docs (memory_id, ns, length) SELECT %s, %s, %s "
+                        "WHERE EXISTS (SELECT 1 FROM memories WHERE id = %s AND ns = %s)",
+                        (doc.memory_id, digest, doc.length, doc.memory_id, digest),
+                    )
+                ).rowcount
+                if inserted and doc.terms:  # a row deleted meanwhile gets no postings
+                    yield each(
+                        "INSERT INTO lexical_postings (ns, term, memory_id, tf) VALUES (%s, %s, %s, %s)",
+                        [(digest, term, doc.memory_id, tf) for term, tf in doc.terms.items()],
+                    )
+
+        await self._db.transact(write(), write=True)
+
+    async def remove(self, namespace: Namespace, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        in_ids, values = self._sql.in_list("memory_id", memory_ids)
+
+        def remove() -> Program[None]:
+            yield q(f"DELETE FROM lexical_docs WHERE ns = %s AND {in_ids}", (namespace.digest, *values))
+
+        await self._db.transact(remove(), write=True)
+
+    async def search(
+        self, namespace: Namespace, query: Mapping[int, int], limit: int, memory_filter: MemoryFilter
+    ) -> list[LexicalHit]:
+        if not query or limit <= 0:
+            return []
+        where, values = filter_sql(postings_filter(memory_filter), "%s", self._sql.tags_any)
+        digest = namespace.digest
+        params: list[Any] = [v for term, count in query.items() for v in (term, count)]
+        params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
+
+        def search() -> Program[list[LexicalHit]]:
+            rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
+            return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
+
+        return await self._db.transact(search(), write=False)
+
+    async def stats(self, namespace: Namespace) -> tuple[int, int]:
+        """(documents, total length) of a namespace; (0, 0) when it has none."""
+
+        def stats() -> Program[tuple[int, int]]:
+            sql = "SELECT docs, total_length FROM lexical_stats WHERE ns = %s"
+            row = (yield q(sql, (namespace.digest,))).first()
+            return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+        return await self._db.transact(stats(), write=False)
+
+    async def postings_count(self, namespace: Namespace) -> int:
+        def count() -> Program[int]:
+            row = (yield q("SELECT COUNT(*) FROM lexical_postings WHERE ns = %s", (namespace.digest,))).first()
+            return 0 if row is None else int(row[0])
+
+        return await self._db.transact(count(), write=False)
