@@ -475,8 +475,8 @@ class MilvusVectorIndex:
         # MilvusClient.upsert drops the write's timestamp; the connection's own calls return it.
         if location.namespace_term is None:
             result = await self._call(
-                lambda: self._server_connection().upsert_rows(
-                    location.collection, rows, partition_name=location.partition, timeout=self.call_timeout_s
+                lambda: self._server_mutation(
+                    "upsert_rows", location.collection, rows, partition_name=location.partition
                 )
             )
         else:
@@ -487,16 +487,21 @@ class MilvusVectorIndex:
             expression = f"({location.namespace_term}) and ({replaced})"
 
             def replace() -> Any:
-                connection = self._server_connection()
-                connection.delete(location.collection, expression, timeout=self.call_timeout_s)
-                return connection.insert_rows(location.collection, rows, timeout=self.call_timeout_s)
+                self._server_mutation("delete", location.collection, expression)
+                return self._server_mutation("insert_rows", location.collection, rows)
 
             result = await self._call(replace)
         await self._note_write(digest, int(result.timestamp))
 
-    def _server_connection(self) -> Any:
-        """The pymilvus connection under the server client, whose mutations report their timestamp."""
-        return self._usable_client()._get_connection()  # type: ignore[union-attr]
+    def _server_mutation(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A write through the connection under the server client, whose mutations report their
+        timestamp (MilvusClient's own drop it). The call context names the client's database:
+        without it the connection writes to `default`, and with MEMSVC_MILVUS_DB_NAME set every
+        write failed ("collection not found") and went to the reconciler, which failed the same way."""
+        client = self._usable_client()
+        connection = client._get_connection()  # type: ignore[union-attr]
+        context = client._generate_call_context()  # type: ignore[union-attr]
+        return getattr(connection, method)(*args, timeout=self.call_timeout_s, context=context, **kwargs)
 
     async def _note_write(self, digest: str, timestamp: int) -> None:
         """Record the namespace's last write timestamp where every replica's searches read it."""
@@ -608,8 +613,8 @@ class MilvusVectorIndex:
                 # Milvus 2.3.5 applies a delete on a partition-key collection only with the key.
                 expression = f"({location.namespace_term}) and ({expression})"
             result = await self._call(
-                lambda: self._server_connection().delete(
-                    location.collection, expression, partition_name=location.partition, timeout=self.call_timeout_s
+                lambda: self._server_mutation(
+                    "delete", location.collection, expression, partition_name=location.partition
                 )
             )
             await self._note_write(namespace_digest, int(result.timestamp))
@@ -624,9 +629,7 @@ class MilvusVectorIndex:
             if self._embedded:
                 await self._call(lambda: self._api.delete(location.collection, filter=term))
             else:
-                result = await self._call(
-                    lambda: self._server_connection().delete(location.collection, term, timeout=self.call_timeout_s)
-                )
+                result = await self._call(lambda: self._server_mutation("delete", location.collection, term))
                 # Erasure ends with clear_namespace_tombstone, which removes this clock row again.
                 await self._note_write(namespace.digest, int(result.timestamp))
             self._schedule_flush(location.collection)

@@ -1,0 +1,62 @@
+"""MEMSVC_MILVUS_DB_NAME: every read and write of the index stays in the configured database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pymilvus import MilvusClient
+
+from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
+from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.vectors.base import VectorItem
+from memsvc.stores.vectors.milvus import MilvusVectorIndex, connect_milvus
+from tests.conftest import LoopThread
+from tests.milvus_server import MilvusServer
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "memsvc_tenant_db"
+ALICE = Namespace("acme", "default", "development", "alice")
+
+
+def item(memory_id: str, seed: int) -> VectorItem:
+    vector = np.random.default_rng(seed).standard_normal(16).astype(np.float32)
+    return VectorItem(memory_id, vector, Tier.HOT, (), "s1", Role.USER, MemoryKind.FACT, RetentionStatus.ACTIVE, 0.0)
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_writes_searches_and_deletes_use_the_configured_database(
+    loop_thread: LoopThread, milvus_server: MilvusServer, tmp_path: Path, placement: str
+) -> None:
+    admin = MilvusClient(uri=milvus_server.uri)
+    if DATABASE not in admin.list_databases():
+        admin.create_database(DATABASE)
+    store = SqliteRecordStore(tmp_path / "records.db")
+    loop_thread.run(store.migrate())
+    index = MilvusVectorIndex(
+        connect_milvus(milvus_server.uri, db_name=DATABASE),
+        embedding_version="db@1",
+        dimension=16,
+        placement=placement,
+        registry=store,
+        embedded=False,
+    )
+    in_database = MilvusClient(uri=milvus_server.uri, db_name=DATABASE)
+    try:
+        loop_thread.run(index.upsert(ALICE, [item("a1", 1), item("a2", 2)]))
+        hits = loop_thread.run(index.search(ALICE, item("a1", 1).vector, 5, MemoryFilter()))
+        assert [h.memory_id for h in hits][:1] == ["a1"] and len(hits) == 2
+        loop_thread.run(index.delete(ALICE, ["a1"]))
+        hits = loop_thread.run(index.search(ALICE, item("a1", 1).vector, 5, MemoryFilter()))
+        assert [h.memory_id for h in hits] == ["a2"]
+        assert admin.list_collections() == []  # nothing landed in `default`
+        assert in_database.list_collections()
+    finally:
+        for name in in_database.list_collections():
+            in_database.drop_collection(name)
+        in_database.close()
+        admin.close()
+        loop_thread.run(index.close())
+        loop_thread.run(store.close())
