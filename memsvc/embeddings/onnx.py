@@ -249,11 +249,8 @@ class OnnxRuntime:
         if not texts:
             return []
         encodings = self._tokenizer.encode_batch(list(texts))
-        # Longest first, in chunks of batch_size, as sentence-transformers does: little padding.
-        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
         out: list[Vector] = [np.empty(0, dtype=np.float32)] * len(texts)
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
+        for chunk in length_chunks([len(e.ids) for e in encodings], self._batch_size):
             width = len(encodings[chunk[0]].ids)
             feeds = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in _INPUTS}
             for row, i in enumerate(chunk):
@@ -266,6 +263,29 @@ class OnnxRuntime:
             for row, i in enumerate(chunk):
                 out[i] = np.asarray(matrix[row], dtype=np.float32)
         return out
+
+
+# A text joins a forward pass only if it fills at least this share of the pass's width.
+_MIN_FILL = 0.8
+
+
+def length_chunks(lengths: Sequence[int], batch_size: int, min_fill: float = _MIN_FILL) -> list[list[int]]:
+    """Positions of texts (by token count) grouped into forward passes, longest first.
+
+    Every row of a pass is padded to its longest text, and the CPU computes the padding like
+    real tokens: in one pass over a LoCoMo session's 17 turns (4 to 102 word pieces), 60% of
+    the tokens were padding. Texts of similar length go together, up to `batch_size`; the padding is masked,
+    so a text's vector does not depend on its companions (within float rounding, 1e-7).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        current = chunks[-1] if chunks else None
+        if current is None or len(current) >= batch_size or lengths[i] < min_fill * lengths[current[0]]:
+            chunks.append([i])
+        else:
+            current.append(i)
+    return chunks
 
 
 def _usable_cpus() -> int:

@@ -117,6 +117,27 @@ def test_resending_a_session_stores_each_turn_once(server: RunningServer) -> Non
     assert sorted(m.content for m in turns) == sorted(t.content for t in PETS)
 
 
+def test_a_resent_session_embeds_only_its_new_turns(
+    server: RunningServer, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_conversation(server, "mel", "s1", PETS[:2])
+    embedded: list[str] = []
+    real_embed = embedder.embed
+
+    async def recording_embed(texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return await real_embed(texts)
+
+    monkeypatch.setattr(embedder, "embed", recording_embed)
+    again = add_conversation(server, "mel", "s1", PETS)
+    assert [r.outcome for r in again.turn_results][:2] == [write_service_pb2.WRITE_OUTCOME_IDEMPOTENT_REPLAY] * 2
+    assert f"Caroline: {PETS[2].content}" in embedded
+    assert not [t for t in embedded if PETS[0].content in t or PETS[1].content in t]
+    # A replayed turn is still found by its stored vector.
+    found = query(server, "mel", "What are the names of Melanie's cats?", filter=all_filter(), limit=3)
+    assert again.turns[1].id in [r.memory.id for r in found.memories]
+
+
 def test_turns_are_evidence_never_merged_with_each_other(server: RunningServer) -> None:
     response = add_conversation(server, "mel", "s3", [turn("ok"), turn("ok"), turn("ok")])
     assert len({m.id for m in response.turns}) == 3

@@ -71,6 +71,16 @@ def test_onnx_fp32_vectors_are_the_torch_vectors(onnx_fp32: OnnxRuntime, torch_v
     assert batched.min() > 0.9999 and alone.min() > 0.9999, (batched, alone)
 
 
+def test_a_vector_does_not_depend_on_the_texts_encoded_beside_it(onnx_fp32: OnnxRuntime) -> None:
+    # Texts of different lengths go into different forward passes (memsvc/embeddings/onnx.py);
+    # whichever pass a text lands in, its padding is masked and its vector is its own.
+    batched = np.vstack(onnx_fp32.encode(TEXTS))
+    alone = np.vstack([onnx_fp32.encode([t])[0] for t in TEXTS])
+    reversed_batch = np.vstack(onnx_fp32.encode(TEXTS[::-1])[::-1])
+    assert float(np.abs(batched - alone).max()) < 1e-5
+    assert float(np.abs(batched - reversed_batch).max()) < 1e-5
+
+
 def test_onnx_int8_vectors_stay_close_to_torch(onnx_int8: OnnxRuntime, torch_vectors: np.ndarray) -> None:
     # Measured: alone 0.990-0.999; in one batch 0.981-0.998 (activation scales are per batch, so
     # a short text beside long ones loses a little more); the shortest texts are the worst.

@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
@@ -148,7 +150,12 @@ class WritePath:
             r.idempotency_key: r
             for r in await deadline.run(self._store.fetch_by_idempotency_keys(namespace, keys), "the record store")
         }
-        vectors = await deadline.run(self._embedder.embed([i.embedding_text for i in items]), "the embedder")
+        # A replayed item keeps its stored row and vector: only the others are embedded.
+        fresh = [k for k, i in enumerate(items) if i.idempotency_key not in replayed]
+        embedded = await deadline.run(self._embedder.embed([items[k].embedding_text for k in fresh]), "the embedder")
+        vectors: list[Vector] = [np.empty(0, dtype=np.float32)] * len(items)
+        for k, vector in zip(fresh, embedded, strict=True):
+            vectors[k] = vector
         reviewed = origin.reviewed
         reviews = await self._review_against_stored(namespace, items, vectors, replayed, reviewed, deadline)
         drafts: list[Draft] = []
