@@ -82,7 +82,7 @@ class Retrieval:
         mode = request.mode
         notes: list[str] = []
         if mode is QueryMode.AUTO:
-            mode, why = choose_mode(request)
+            mode, why = choose_mode(request, self._llm.configured)
             notes.append(f"auto: chose {mode} ({why})")
         if mode is QueryMode.DIRECT:
             outcome = await self._pipeline.run(principal, request, deadline)

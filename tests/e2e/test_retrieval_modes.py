@@ -289,12 +289,21 @@ def test_auto_picks_a_mode_and_says_why(server: RunningServer) -> None:
     chain = query(
         server, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AUTO
     )
-    assert chain.report.mode == MODES.QUERY_MODE_AGENT
-    assert any(n.startswith("auto: chose agent") for n in chain.report.notes)
+    # Offline the agent's hops would be heuristics: applicability searches each part in one pool.
+    assert chain.report.mode == MODES.QUERY_MODE_APPLICABILITY
+    assert any(n.startswith("auto: chose applicability (") for n in chain.report.notes)
     simple = query(server, "u1", "Maria's job", mode=MODES.QUERY_MODE_AUTO)
-    assert simple.report.mode == MODES.QUERY_MODE_DIRECT
+    assert simple.report.mode == MODES.QUERY_MODE_APPLICABILITY
+    assert any("best-ranking mode offline" in n for n in simple.report.notes)
     callback = query(server, "u1", "Did the app you recommended work?", mode=MODES.QUERY_MODE_AUTO)
     assert callback.report.mode == MODES.QUERY_MODE_APPLICABILITY
+    assert any("refers to what the assistant said" in n for n in callback.report.notes)
+    hello = query(server, "u1", "thanks!", mode=MODES.QUERY_MODE_AUTO)
+    assert hello.report.mode == MODES.QUERY_MODE_DIRECT
+    varied = query(
+        server, "u1", "Maria's job", mode=MODES.QUERY_MODE_AUTO, additional_queries=["where does Maria work"]
+    )
+    assert varied.report.mode == MODES.QUERY_MODE_FUSION
 
 
 def test_context_window_adds_session_neighbours(server: RunningServer) -> None:
@@ -488,3 +497,17 @@ def test_modes_use_the_result_cache_and_still_compose_and_expand(server: Running
     assert any(m.context_neighbor for m in second.memories)
     assert second.context == first.context != ""
     assert list(second.memories[0].matched_queries) == list(first.memories[0].matched_queries)
+
+
+def test_auto_gives_a_relation_chain_to_the_agent_when_an_llm_can_plan_it(
+    server_factory: ServerFactory, llm: ScriptedLlm
+) -> None:
+    s = server_factory(llm_base_url=llm.base_url, llm_model="scripted")
+    add(s, "u1", *MULTI_HOP)
+    chain = query(s, "u1", "Where does the person who recommended the hiking trail work?", mode=MODES.QUERY_MODE_AUTO)
+    assert chain.report.mode == MODES.QUERY_MODE_AGENT
+    assert any(
+        n.startswith("auto: chose agent (relation chain") and "planned by the LLM" in n for n in chain.report.notes
+    )
+    simple = query(s, "u1", "Maria's job", mode=MODES.QUERY_MODE_AUTO)
+    assert simple.report.mode == MODES.QUERY_MODE_APPLICABILITY
