@@ -239,11 +239,12 @@ class MilvusVectorIndex:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[[], T], *, read: bool = False) -> T:
-        """Run `fn` on the thread pool; a write unless `read` (see _WriteGate)."""
+    async def _call(self, fn: Callable[[], T], *, read: bool = False, reconnect: bool = False) -> T:
+        """Run `fn` on the thread pool; a write unless `read` (see _WriteGate). While the index is
+        marked broken only a call that may `reconnect` (ping) tries a new client."""
 
         def run() -> T:
-            client = self._usable_client()
+            client = self._usable_client(reconnect)
             try:
                 with self._gate.reading() if read else self._gate.writing():
                     return fn()
@@ -258,13 +259,16 @@ class MilvusVectorIndex:
             raise Unavailable("the vector index is shutting down", retry_after_s=self._backoff_s) from exc
         return await future
 
-    def _usable_client(self) -> Client:
-        """The client to call, rebuilt once the backoff after an outage is over; else Unavailable."""
+    def _usable_client(self, reconnect: bool) -> Client:
+        """The client to call, or Unavailable while the index is marked broken. Once the backoff is
+        over, a ping (`reconnect`: readiness and the reconciler ping in the background) rebuilds
+        it; a request never does, since probing a hung Milvus holds the caller for the probe's
+        timeout (an acknowledged write waited 2 s for it under load)."""
         with self._client_lock:
             if self._broken_until is None:
                 return self._client
             wait_s = self._broken_until - time.monotonic()
-            if wait_s > 0 or self._reconnect is None or self._reconnecting:
+            if wait_s > 0 or not reconnect or self._reconnect is None or self._reconnecting:
                 raise Unavailable("the vector index is unavailable", retry_after_s=max(wait_s, self._backoff_s))
             self._reconnecting = True  # one thread reconnects; the others fail fast meanwhile
         try:
@@ -498,7 +502,7 @@ class MilvusVectorIndex:
         timestamp (MilvusClient's own drop it). The call context names the client's database:
         without it the connection writes to `default`, and with MEMSVC_MILVUS_DB_NAME set every
         write failed ("collection not found") and went to the reconciler, which failed the same way."""
-        client = self._usable_client()
+        client = self._usable_client(reconnect=False)
         connection = client._get_connection()  # type: ignore[union-attr]
         context = client._generate_call_context()  # type: ignore[union-attr]
         return getattr(connection, method)(*args, timeout=self.call_timeout_s, context=context, **kwargs)
@@ -667,7 +671,7 @@ class MilvusVectorIndex:
         return int(rows[0]["count(*)"]) if rows else 0
 
     async def ping(self) -> None:
-        await self._call(lambda: self._api.list_collections(), read=True)
+        await self._call(lambda: self._api.list_collections(), read=True, reconnect=True)
 
     async def close(self) -> None:
         if self._closed:
