@@ -168,8 +168,11 @@ class _TimedCalls:
     and later calls fail fast until the reconnection.
     """
 
-    # Local helpers take no timeout; loading a large collection legitimately outlasts one call.
-    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close", "load_collection"})
+    # Local helpers take no timeout. Loading a collection is bounded too: unbounded, a hung server
+    # held the loading call (and the index lock, and every write behind it) until it woke up. A
+    # load cut short goes on in the server; the next call waits for it again, the reconciler
+    # indexes what failed meanwhile.
+    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close"})
 
     def __init__(self, index: MilvusVectorIndex) -> None:
         self._index = index
