@@ -709,7 +709,10 @@ class MilvusVectorIndex:
         for task in scheduled:
             task.cancel()
         await asyncio.gather(*scheduled, return_exceptions=True)
-        for collection in list(self._ready_collections):
+        # Milvus Lite persists on flush. A server persists from its own log: a flush forced by
+        # every replica's shutdown only seals small segments, and waits for them (over two
+        # minutes for a collection whose thousand partitions had just been written).
+        for collection in list(self._ready_collections) if self._embedded else []:
             try:
                 await self._call(lambda c=collection: self._api.flush(c))  # type: ignore[misc]
             except Unavailable:
