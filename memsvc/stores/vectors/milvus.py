@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 import numpy as np
-from grpc import RpcError
+from grpc import RpcError, StatusCode
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -411,6 +411,12 @@ class MilvusVectorIndex:
             try:
                 self._api.load_partitions(collection, [partition])
                 return
+            except RpcError as exc:
+                # A `milvus-lite server` loads whole collections only (UNIMPLEMENTED), and serves a
+                # new partition of a loaded collection at once: nothing to wait for.
+                if exc.code() == StatusCode.UNIMPLEMENTED:
+                    return
+                raise
             except MilvusException as exc:
                 if "not found" not in str(exc) or time.monotonic() + pause_s > deadline:
                     raise
