@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,11 +33,36 @@ _PORT_OPTIONS = (
 )
 
 
-@dataclass(frozen=True)
 class MilvusServer:
-    uri: str
-    data_dir: Path
-    pid: int
+    """The session's `milvus-server` process group: its address, data directory and ports.
+
+    A handle on a process, not a value: `kill` and `restart` replace the process in place (same
+    data directory, same ports, so clients holding the URI reconnect to it).
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        # One port per option, and the embedded etcd's peer port last.
+        self.ports = tuple(_free_ports(len(_PORT_OPTIONS) + 1))
+        self.uri = f"http://127.0.0.1:{self.ports[1]}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "the server is not running"
+        return self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir.parent / "milvus-server.log"
+
+    def start(self) -> MilvusServer:
+        self._process = start_process(self.data_dir, self.ports, self.uri, self.log)
+        return self
 
     def pause(self) -> None:
         """SIGSTOP the whole process group (wrapper and `milvus run standalone`)."""
@@ -45,6 +70,33 @@ class MilvusServer:
 
     def resume(self) -> None:
         os.killpg(self.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, as a node failure would, and reap it."""
+        assert self._process is not None
+        with contextlib.suppress(ProcessLookupError):  # the whole group may be gone already
+            os.killpg(self.pid, signal.SIGKILL)
+        self._process.wait(30)
+        _wait_group_gone(self.pid, 30)
+        self._process = None
+
+    def restart(self) -> None:
+        """Start again on the same data directory and ports (after `kill`)."""
+        assert not self.running, "kill the running server first"
+        self.start()
+
+    def stop(self) -> None:
+        """End of session: the data is thrown away, so no graceful stop (it took 20 s)."""
+        if self._process is not None:
+            self.kill()
+
+    def fresh(self) -> MilvusServer:
+        """Running, not paused, and without collections: as each test (or module) wants it."""
+        if not self.running:  # a fault test killed it and failed before its restart
+            self.restart()
+        self.resume()  # and one that failed while it was paused
+        self.drop_all_collections()
+        return self
 
     def drop_all_collections(self) -> None:
         """Per-test cleanup: the server is shared by the session, the collections are not."""
@@ -86,31 +138,40 @@ def _answers(uri: str) -> bool:
         client.close()
 
 
-def stop_group(pid: int) -> None:
+def stop_group(process: subprocess.Popen[bytes]) -> None:
     """Stop the wrapper and its `milvus run standalone` child: SIGTERM, then SIGKILL; reap the group."""
     try:
-        os.killpg(pid, signal.SIGCONT)
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGCONT)
+        os.killpg(process.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + 20
+    # Reap the wrapper first: unreaped, it stays in its group and the group never looks gone.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(20)
+    if _wait_group_gone(process.pid, 20):
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    process.wait(10)
+
+
+def _wait_group_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
-            return
+            return True
         time.sleep(0.2)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
+    return False
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_process(data_dir: Path, ports: tuple[int, ...], uri: str, log_path: Path) -> subprocess.Popen[bytes]:
     executable = _executable()
     if executable is None:
         pytest.skip("milvus-server not installed: `pip install milvus==2.3.5` (a dev dependency) did not run here")
-    ports = _free_ports(len(_PORT_OPTIONS) + 1)
     args = [executable, "--data", str(data_dir)]
     for option, port in zip(_PORT_OPTIONS, ports, strict=False):
         args += [option, str(port)]
@@ -122,22 +183,24 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
         f"name: default\nlisten-client-urls: {client}\nadvertise-client-urls: {client}\n"
         f"listen-peer-urls: {peer}\ninitial-advertise-peer-urls: {peer}\ninitial-cluster: default={peer}\n"
     )
-    log = (data_dir.parent / "milvus-server.log").open("wb")
-    process = subprocess.Popen(
-        args,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "ETCD_CONFIG_PATH": str(etcd_config)},
-    )
-    uri = f"http://127.0.0.1:{ports[1]}"
+    with log_path.open("ab") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "ETCD_CONFIG_PATH": str(etcd_config)},
+        )
     deadline = time.monotonic() + _START_TIMEOUT_S
     while not _answers(uri):
         if process.poll() is not None or time.monotonic() > deadline:
-            stop_group(process.pid)
-            raise RuntimeError(f"milvus-server did not answer at {uri}; see {data_dir.parent / 'milvus-server.log'}")
+            stop_group(process)
+            tail = log_path.read_bytes()[-3000:].decode(errors="replace")
+            raise RuntimeError(
+                f"milvus-server did not answer at {uri} within {_START_TIMEOUT_S} s; {log_path}:\n{tail}"
+            )
         time.sleep(1.0)
-    return process, uri
+    return process
 
 
 @pytest.fixture(scope="session")
@@ -145,16 +208,14 @@ def milvus_server_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("milvus-server")
     data_dir = root / "data"
     data_dir.mkdir()
-    process, uri = start_server(data_dir)
+    server = MilvusServer(data_dir).start()
     try:
-        yield MilvusServer(uri, data_dir, process.pid)
+        yield server
     finally:
-        stop_group(process.pid)
-        process.wait(timeout=30)
+        server.stop()
 
 
 @pytest.fixture
 def milvus_server(milvus_server_session: MilvusServer) -> MilvusServer:
-    """The session's Milvus server, emptied of collections for this test."""
-    milvus_server_session.drop_all_collections()
-    return milvus_server_session
+    """The session's Milvus server, running and emptied of collections for this test."""
+    return milvus_server_session.fresh()

@@ -58,8 +58,7 @@ def error_of(call: Any) -> tuple[grpc.StatusCode, list[str], str]:
     return error.code(), fields, reason
 
 
-# The Milvus server runs under `slow` (make test-all), as in tests/integration/test_vector_index_contract.py.
-@pytest.fixture(params=["milvus-lite", pytest.param("milvus-server", marks=pytest.mark.slow)])
+@pytest.fixture(params=["milvus-lite", "milvus-server"])
 def engine_server_factory(request: pytest.FixtureRequest, server_factory: ServerFactory) -> ServerFactory:
     """`server_factory` on Milvus Lite in process, or on the session's C++ Milvus server."""
     if request.param == "milvus-lite":

@@ -1,4 +1,5 @@
-"""Two replicas, one truth: two `memsvc serve` processes on PostgreSQL, Redis and one Milvus."""
+"""Two replicas, one truth: two `memsvc serve` processes on PostgreSQL, Redis and one Milvus
+(a `milvus-lite server` process, or the session's C++ `milvus-server`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from memsvc.v1 import memory_pb2, query_service_pb2, query_service_pb2_grpc, write_service_pb2, write_service_pb2_grpc
 from tests.backends import REDIS_URL, fresh_schema, redis_prefix
 from tests.e2e.processes import MilvusLiteServer, Replica, memsvc, replica_env
+from tests.milvus_server import MilvusServer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = pytest.mark.e2e
 
 
 @dataclass
@@ -45,14 +47,21 @@ class Deployment:
         return (("authorization", f"Bearer {self.api_key}"),)
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+@pytest.fixture(scope="module", params=[pytest.param("milvus-lite", marks=pytest.mark.slow), "milvus-server"])
+def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     work = tmp_path_factory.mktemp("replicas")
     with fresh_schema() as url, redis_prefix() as prefix:
-        milvus = MilvusLiteServer(work / "milvus").start()
+        lite: MilvusLiteServer | None = None
+        if request.param == "milvus-lite":
+            lite = MilvusLiteServer(work / "milvus").start()
+            milvus_uri = lite.uri
+        else:
+            # The module's tests share the deployment; no other test runs between them.
+            shared: MilvusServer = request.getfixturevalue("milvus_server_session")
+            milvus_uri = shared.fresh().uri
         env = replica_env(
             record_store_url=url,
-            milvus_uri=milvus.uri,
+            milvus_uri=milvus_uri,
             redis_url=REDIS_URL,
             redis_prefix=prefix,
             MEMSVC_INDEX_FLUSH_DELAY_S="0.2",
@@ -72,7 +81,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         finally:
             for replica in replicas:
                 replica.stop()
-            milvus.stop()
+            if lite is not None:
+                lite.stop()
 
 
 def test_a_write_through_a_is_returned_by_b(deployment: Deployment) -> None:

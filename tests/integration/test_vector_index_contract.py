@@ -35,12 +35,7 @@ def item(memory_id: str, seed: int, tier: Tier = Tier.HOT, tags: tuple[str, ...]
     )
 
 
-# The Milvus server runs under `slow` (make test-all) until an unexplained read-after-write miss,
-# seen once in a loaded combined run and not in 1,000 tries alone, is understood.
-ON_SERVER = pytest.mark.slow
-
-
-@pytest.fixture(params=["lite", pytest.param("server", marks=ON_SERVER)])
+@pytest.fixture(params=["lite", "server"])
 def engine(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -148,7 +143,6 @@ READ_YOUR_WRITES = os.environ.get("MEMSVC_TEST_READ_YOUR_WRITES", "1") == "1"
 RAW_TRIES = int(os.environ.get("MEMSVC_TEST_RAW_TRIES", "25"))
 
 
-@ON_SERVER
 @pytest.mark.parametrize("new_users", [False, True], ids=["same-users", "first-writes"])
 def test_read_after_write_across_replicas_on_the_server(
     loop_thread: LoopThread, milvus_server: MilvusServer, new_users: bool

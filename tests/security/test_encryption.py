@@ -14,14 +14,16 @@ from typing import Any
 
 import grpc
 import pytest
+from pymilvus import MilvusClient
 
 from memsvc.crypto.envelope import DecryptionError
 from memsvc.crypto.keyring import MasterKeyRing
 from memsvc.crypto.rotation import rotate_master_key
-from memsvc.domain.models import Namespace
+from memsvc.domain.models import MemoryFilter, Namespace
 from memsvc.server import build_record_store
 from memsvc.v1 import write_service_pb2
 from tests.conftest import LoopThread, RunningServer, ServerFactory
+from tests.milvus_server import MilvusServer
 from tests.security.support import add, everything, expect_failure, get, query
 
 pytestmark = pytest.mark.e2e
@@ -127,6 +129,53 @@ def test_no_plaintext_at_rest_in_rows_files_logs_spans_or_caches(
         raw = path.read_bytes()
         for canary in CANARIES:
             assert canary.encode() not in raw, f"{canary} in {path}"
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_no_plaintext_in_the_milvus_server_data_directory(
+    server_factory: ServerFactory, milvus_server: MilvusServer, placement: str
+) -> None:
+    """The C++ server's own files (etcd, its message log, segment binlogs) hold no memory text."""
+    s = server_factory(milvus_uri=milvus_server.uri, vector_placement=placement)
+    key = s.api_key
+    first, second = add(
+        s,
+        key,
+        "carol",
+        f"Carol's locker code is {CONTENT_CANARY}",
+        "Carol swims on Tuesdays",
+        metadata={"note": META_CANARY},
+    )
+    found = query(s, key, "carol", f"locker code {QUERY_CANARY}", filter=everything())
+    assert any(CONTENT_CANARY in m.memory.content for m in found.memories)
+    s.writes.UpdateMemory(
+        write_service_pb2.UpdateMemoryRequest(
+            user_id="carol",
+            id=second.id,
+            memory={"content": f"Carol swims at {UPDATE_CANARY}"},
+            update_mask={"paths": ["content"]},
+        ),
+        metadata=s.md,
+    )
+    # A flush seals the growing segments: the vectors' fields are written as binlogs too.
+    client = MilvusClient(uri=milvus_server.uri)
+    try:
+        collections = client.list_collections()
+        assert collections
+        for name in collections:
+            client.flush(name)
+    finally:
+        client.close()
+    files = [p for p in milvus_server.data_dir.rglob("*") if p.is_file()]
+    ids_seen: set[str] = set()
+    for path in files:
+        raw = path.read_bytes()
+        ids_seen |= {m.id for m in (first, second) if m.id.encode() in raw}
+        for canary in CANARIES:
+            at = raw.find(canary.encode())
+            assert at < 0, f"{canary} in {path}: {raw[max(0, at - 200) : at + 100]!r}"
+    # The scan reaches what memsvc wrote: every memory id (the vectors' primary key) is in there.
+    assert ids_seen == {first.id, second.id}, f"ids not found in {len(files)} files: the scan misses the data"
 
 
 def _swap_ciphertexts(path: Path, a: str, b: str) -> None:
@@ -251,7 +300,17 @@ def test_the_cli_rotates_master_keys(
     assert get(s, s.api_key, "erin", memory.id).content == memory.content
 
 
-def test_forget_user_shreds_rows_vectors_keys_and_cached_answers(server: RunningServer) -> None:
+@pytest.fixture(params=["milvus-lite", "milvus-server/partition", "milvus-server/partition_key"])
+def engine_server(request: pytest.FixtureRequest, server_factory: ServerFactory) -> RunningServer:
+    """A server on Milvus Lite in process, or on the session's C++ Milvus server in either placement."""
+    if request.param == "milvus-lite":
+        return server_factory()
+    milvus: MilvusServer = request.getfixturevalue("milvus_server")
+    return server_factory(milvus_uri=milvus.uri, vector_placement=request.param.partition("/")[2])
+
+
+def test_forget_user_shreds_rows_vectors_keys_and_cached_answers(engine_server: RunningServer) -> None:
+    server = engine_server
     key = server.api_key
     memories = add(server, key, "gina", "Gina's passport number is X1234567", "Gina lives in Oslo")
     before = query(server, key, "gina", "where does Gina live?", filter=everything())
@@ -263,6 +322,8 @@ def test_forget_user_shreds_rows_vectors_keys_and_cached_answers(server: Running
         rows = conn.execute("SELECT id, ciphertext FROM memories WHERE ns = ?", (namespace.digest,))
         ciphertexts = {r[0]: bytes(r[1]) for r in rows}
     assert len(ciphertexts) == 2
+    vectors = server.run(components.index.vectors(namespace, [m.id for m in memories]))
+    assert set(vectors) == {m.id for m in memories}
 
     forgotten = server.writes.ForgetUser(write_service_pb2.ForgetUserRequest(user_id="gina"), metadata=server.md)
     assert forgotten.deleted_count == 2
@@ -280,6 +341,9 @@ def test_forget_user_shreds_rows_vectors_keys_and_cached_answers(server: Running
             server.run(components.cipher.open(namespace, memory_id, ciphertext))
     for memory in memories:
         assert expect_failure(lambda i=memory.id: get(server, key, "gina", i)).code == grpc.StatusCode.NOT_FOUND
+    # The vectors are gone from the index itself, not only hidden by the record store.
+    for vector in vectors.values():
+        assert server.run(components.index.search(namespace, vector, 10, MemoryFilter())) == []
 
 
 @pytest.mark.xfail(

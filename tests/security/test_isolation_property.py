@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from memsvc.domain.models import Permission
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
+from tests.milvus_server import MilvusServer
 from tests.security.support import Failure, failure_of
 
 pytestmark = pytest.mark.e2e
@@ -235,10 +236,12 @@ class World:
 
 
 PLACEMENTS = ["partition", "partition_key"]
+# As many as on Milvus Lite: each example costs the server about a third of a second.
+SERVER_EXAMPLES = 20
 
 
-def _run(server_factory: ServerFactory, placement: str, examples: int) -> None:
-    world = World(server_factory(vector_placement=placement))
+def _run(server_factory: ServerFactory, placement: str, examples: int, **overrides: object) -> None:
+    world = World(server_factory(vector_placement=placement, **overrides))
 
     @settings(
         max_examples=examples,
@@ -258,6 +261,14 @@ def _run(server_factory: ServerFactory, placement: str, examples: int) -> None:
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_no_query_crosses_namespaces(server_factory: ServerFactory, placement: str) -> None:
     _run(server_factory, placement, examples=20)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_no_query_crosses_namespaces_on_a_milvus_server(
+    server_factory: ServerFactory, milvus_server: MilvusServer, placement: str
+) -> None:
+    """The C++ server: its own filter parser, partition-key routing and HNSW index (not FLAT)."""
+    _run(server_factory, placement, examples=SERVER_EXAMPLES, milvus_uri=milvus_server.uri)
 
 
 @pytest.mark.slow

@@ -142,8 +142,11 @@ class _TimedCalls:
     and later calls fail fast until the reconnection.
     """
 
-    # Local helpers take no timeout; loading a large collection legitimately outlasts one call.
-    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close", "load_collection"})
+    # Local helpers take no timeout. Loading a collection is bounded too: unbounded, a hung server
+    # held the loading call (and the index lock, and every write behind it) until it woke up. A
+    # load cut short goes on in the server; the next call waits for it again, the reconciler
+    # indexes what failed meanwhile.
+    _UNTIMED = frozenset({"prepare_index_params", "create_schema", "close"})
 
     def __init__(self, index: MilvusVectorIndex) -> None:
         self._index = index
@@ -682,7 +685,10 @@ class MilvusVectorIndex:
         for task in scheduled:
             task.cancel()
         await asyncio.gather(*scheduled, return_exceptions=True)
-        for collection in list(self._ready_collections):
+        # Milvus Lite persists on flush. A server persists from its own log: a flush forced by
+        # every replica's shutdown only seals small segments, and waits for them (over two
+        # minutes for a collection whose thousand partitions had just been written).
+        for collection in list(self._ready_collections) if self._embedded else []:
             try:
                 await self._call(lambda c=collection: self._api.flush(c))  # type: ignore[misc]
             except Unavailable:
