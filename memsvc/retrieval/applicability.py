@@ -214,7 +214,7 @@ class Applicability:
         best = fused[ranked_ids[0]] if ranked_ids else 1.0
         retrieval = {i: fused[i] / best for i in ranked_ids}
         # The pool's own fusion is the relevance the rank stage sees for each candidate.
-        candidates = [replace(evidence.candidates[i], fused=fused[i]) for i in ranked_ids]
+        candidates = [evidence.candidates[i].with_fused(fused[i]) for i in ranked_ids]
 
         async def rerank(ranked: list[RankedMemory], now: float) -> Ranking:
             return await self._score(plan, request, analysis, ranked, retrieval, report, deadline, context_terms)
@@ -235,10 +235,9 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "applicability"):
             judged = await self._llm_scores(request, analysis, ranked, report, deadline)
             scored: list[tuple[RankedMemory, float, float]] = []
-            # What the lexical index saw: a turn with its speaker, the turn it answers and its date.
-            words = [self._terms.of(r.memory.lexical_text) for r in ranked]
-            weights = pool_term_weights(plan.query, words, self._terms)
             context_keys = [self._terms.one(t) for t in context_terms]
+            words = await self._words(plan, ranked, [*self._terms.keys(plan.query), *context_keys], deadline)
+            weights = pool_term_weights(plan.query, words, self._terms)
             subject = named_speaker(self._terms.entities(plan.query), ranked, self._terms)
             for i, (r, found) in enumerate(zip(ranked, words, strict=True), start=1):
                 estimate = offline_applicability(r, found, analysis, context_keys, weights)
@@ -256,6 +255,22 @@ class Applicability:
             f"(applicability {app:.2f} by {how}, retrieval {retrieval.get(top.memory.id, 0.0):.2f}, score {final:.2f})."
         )
         return Ranking(memories, 0, explanation)
+
+    async def _words(
+        self, plan: QueryPlan, ranked: Sequence[RankedMemory], wanted: Sequence[str], deadline: Deadline
+    ) -> list[set[str]]:
+        """Which of the `wanted` terms (the question's and the conversation's) each candidate holds.
+
+        The lexical postings already hold every candidate's terms as the index analysed its
+        lexical text (a turn with its speaker, the turn it answers and its date): one query over
+        them replaces analysing each candidate's text again. Without a lexical channel, the
+        plaintext is analysed with the same analyzer.
+        """
+        lexical = self._pipeline.lexical
+        if lexical is None:
+            return [self._terms.of(r.memory.lexical_text) & set(wanted) for r in ranked]
+        held = await lexical.terms_held(plan, [r.memory.id for r in ranked], wanted, deadline)
+        return [held.get(r.memory.id, set()) for r in ranked]
 
     async def _llm_scores(
         self,
