@@ -55,6 +55,34 @@ class TermMatcher:
         """Stems a complete answer should mention: named entities and specific content words."""
         return list(dict.fromkeys(self.one(t) for t in extract_keywords(query).key_terms if t not in WEAK_WORDS))
 
+    def compounds(self, query: str) -> dict[str, list[tuple[str, ...]]]:
+        """Each key term with the ways a memory may hold it as a hyphenated compound, as parts.
+
+        The lexical index holds "self-care" as "self" and "care"; the plaintext matcher (`of`)
+        also joins them, so "selfcare" or "self-care" in a question matched it. A key written with
+        a hyphen has its own parts; a single alphabetic word may be any split into two terms
+        ("destress": "de" + "stress", "des" + "tress", ...), of which a memory holding both parts
+        is taken to hold the compound.
+        """
+        out: dict[str, list[tuple[str, ...]]] = {}
+        names = self.entities(query)  # a name is not a compound: "caro" + "line" is not "Caroline"
+        for t in extract_keywords(query).key_terms:
+            if t in WEAK_WORDS:
+                continue
+            ways: list[tuple[str, ...]] = []
+            if "-" in t:
+                parts = tuple(self.analyzer.terms(t))
+                if len(parts) > 1:
+                    ways.append(parts)
+            elif t.isalpha() and self.one(t) not in names:
+                for i in range(2, len(t) - 1):
+                    head, tail = self.analyzer.terms(t[:i]), self.analyzer.terms(t[i:])
+                    if len(head) == 1 and len(tail) == 1:
+                        ways.append((head[0], tail[0]))
+            if ways:
+                out.setdefault(self.one(t), []).extend(ways)
+        return out
+
     def entities(self, query: str) -> set[str]:
         return {self.one(w) for e in extract_keywords(query).entities for w in e.split()}
 
@@ -269,8 +297,17 @@ class Applicability:
         lexical = self._pipeline.lexical
         if lexical is None:
             return [self._terms.of(r.memory.lexical_text) & set(wanted) for r in ranked]
-        held = await lexical.terms_held(plan, [r.memory.id for r in ranked], wanted, deadline)
-        return [held.get(r.memory.id, set()) for r in ranked]
+        # A hyphenated key is held as its parts ("self" and "care" for "self-care"), as the
+        # plaintext matcher joins a memory's compounds.
+        compounds = self._terms.compounds(plan.query)
+        parts = [p for ways in compounds.values() for way in ways for p in way]
+        held = await lexical.terms_held(plan, [r.memory.id for r in ranked], [*wanted, *parts], deadline)
+        out = []
+        for r in ranked:
+            found = held.get(r.memory.id, set())
+            found |= {k for k, ways in compounds.items() if any(all(p in found for p in way) for way in ways)}
+            out.append(found)
+        return out
 
     async def _llm_scores(
         self,
