@@ -55,6 +55,34 @@ class TermMatcher:
         """Stems a complete answer should mention: named entities and specific content words."""
         return list(dict.fromkeys(self.one(t) for t in extract_keywords(query).key_terms if t not in WEAK_WORDS))
 
+    def compounds(self, query: str) -> dict[str, list[tuple[str, ...]]]:
+        """Each key term with the ways a memory may hold it as a hyphenated compound, as parts.
+
+        The lexical index holds "self-care" as "self" and "care"; the plaintext matcher (`of`)
+        also joins them, so "selfcare" or "self-care" in a question matched it. A key written with
+        a hyphen has its own parts; a single alphabetic word may be any split into two terms
+        ("destress": "de" + "stress", "des" + "tress", ...), of which a memory holding both parts
+        is taken to hold the compound.
+        """
+        out: dict[str, list[tuple[str, ...]]] = {}
+        names = self.entities(query)  # a name is not a compound: "caro" + "line" is not "Caroline"
+        for t in extract_keywords(query).key_terms:
+            if t in WEAK_WORDS:
+                continue
+            ways: list[tuple[str, ...]] = []
+            if "-" in t:
+                parts = tuple(self.analyzer.terms(t))
+                if len(parts) > 1:
+                    ways.append(parts)
+            elif t.isalpha() and self.one(t) not in names:
+                for i in range(2, len(t) - 1):
+                    head, tail = self.analyzer.terms(t[:i]), self.analyzer.terms(t[i:])
+                    if len(head) == 1 and len(tail) == 1:
+                        ways.append((head[0], tail[0]))
+            if ways:
+                out.setdefault(self.one(t), []).extend(ways)
+        return out
+
     def entities(self, query: str) -> set[str]:
         return {self.one(w) for e in extract_keywords(query).entities for w in e.split()}
 
@@ -214,7 +242,7 @@ class Applicability:
         best = fused[ranked_ids[0]] if ranked_ids else 1.0
         retrieval = {i: fused[i] / best for i in ranked_ids}
         # The pool's own fusion is the relevance the rank stage sees for each candidate.
-        candidates = [replace(evidence.candidates[i], fused=fused[i]) for i in ranked_ids]
+        candidates = [evidence.candidates[i].with_fused(fused[i]) for i in ranked_ids]
 
         async def rerank(ranked: list[RankedMemory], now: float) -> Ranking:
             return await self._score(plan, request, analysis, ranked, retrieval, report, deadline, context_terms)
@@ -235,10 +263,9 @@ class Applicability:
         with stage_span(self._pipeline.tracer, report, "applicability"):
             judged = await self._llm_scores(request, analysis, ranked, report, deadline)
             scored: list[tuple[RankedMemory, float, float]] = []
-            # What the lexical index saw: a turn with its speaker, the turn it answers and its date.
-            words = [self._terms.of(r.memory.lexical_text) for r in ranked]
-            weights = pool_term_weights(plan.query, words, self._terms)
             context_keys = [self._terms.one(t) for t in context_terms]
+            words = await self._words(plan, ranked, [*self._terms.keys(plan.query), *context_keys], deadline)
+            weights = pool_term_weights(plan.query, words, self._terms)
             subject = named_speaker(self._terms.entities(plan.query), ranked, self._terms)
             for i, (r, found) in enumerate(zip(ranked, words, strict=True), start=1):
                 estimate = offline_applicability(r, found, analysis, context_keys, weights)
@@ -256,6 +283,31 @@ class Applicability:
             f"(applicability {app:.2f} by {how}, retrieval {retrieval.get(top.memory.id, 0.0):.2f}, score {final:.2f})."
         )
         return Ranking(memories, 0, explanation)
+
+    async def _words(
+        self, plan: QueryPlan, ranked: Sequence[RankedMemory], wanted: Sequence[str], deadline: Deadline
+    ) -> list[set[str]]:
+        """Which of the `wanted` terms (the question's and the conversation's) each candidate holds.
+
+        The lexical postings already hold every candidate's terms as the index analysed its
+        lexical text (a turn with its speaker, the turn it answers and its date): one query over
+        them replaces analysing each candidate's text again. Without a lexical channel, the
+        plaintext is analysed with the same analyzer.
+        """
+        lexical = self._pipeline.lexical
+        if lexical is None:
+            return [self._terms.of(r.memory.lexical_text) & set(wanted) for r in ranked]
+        # A hyphenated key is held as its parts ("self" and "care" for "self-care"), as the
+        # plaintext matcher joins a memory's compounds.
+        compounds = self._terms.compounds(plan.query)
+        parts = [p for ways in compounds.values() for way in ways for p in way]
+        held = await lexical.terms_held(plan, [r.memory.id for r in ranked], [*wanted, *parts], deadline)
+        out = []
+        for r in ranked:
+            found = held.get(r.memory.id, set())
+            found |= {k for k, ways in compounds.items() if any(all(p in found for p in way) for way in ways)}
+            out.append(found)
+        return out
 
     async def _llm_scores(
         self,

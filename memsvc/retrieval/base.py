@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from memsvc.deadline import Deadline
@@ -68,21 +68,27 @@ class Evidence:
         """
         if len({q for qs in self.matched.values() for q in qs}) <= 1:
             return sorted(self.candidates.values(), key=lambda c: (-c.fused, -c.similarity, c.memory_id))
-        out = [replace(c, fused=self.consensus[i]) for i, c in self.candidates.items()]
+        out = [c.with_fused(self.consensus[i]) for i, c in self.candidates.items()]
         return sorted(out, key=lambda c: (-c.fused, -c.similarity, c.memory_id))
 
 
 def best_of(a: Candidate, b: Candidate) -> Candidate:
     """One memory found by two searches keeps the best of what each channel said about it."""
-    return replace(
-        a,
-        similarity=max(a.similarity, b.similarity),
-        dense_rank=min((r for r in (a.dense_rank, b.dense_rank) if r), default=0),
-        lexical_score=max(a.lexical_score, b.lexical_score),
-        lexical_rank=min((r for r in (a.lexical_rank, b.lexical_rank) if r), default=0),
-        term_coverage=max(a.term_coverage, b.term_coverage),
-        fused=max(a.fused, b.fused),
+    # The constructor, not dataclasses.replace: called for every candidate of every search.
+    return Candidate(
+        a.memory_id,
+        max(a.similarity, b.similarity),
+        _best_rank(a.dense_rank, b.dense_rank),
+        max(a.lexical_score, b.lexical_score),
+        _best_rank(a.lexical_rank, b.lexical_rank),
+        max(a.term_coverage, b.term_coverage),
+        max(a.fused, b.fused),
     )
+
+
+def _best_rank(a: int, b: int) -> int:
+    """The better of two 1-based ranks; 0 (not found) only when neither found it."""
+    return min(a, b) if a and b else a or b
 
 
 def distinct_queries(queries: Iterable[str]) -> list[str]:

@@ -243,6 +243,35 @@ def test_applicability_time_window_prefers_memories_from_that_month(server: Runn
     assert any("time window 2023-05-01..2023-06-01" in n for n in response.report.notes)
 
 
+DESTRESS = "A long walk with the dog helps me de-stress"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What helps me destress after work?", DESTRESS),
+        ("What helps me de-stress after work?", DESTRESS),
+        ("What helps me de-stress after work?", "A long walk with the dog helps me destress"),
+    ],
+)
+def test_applicability_matches_a_hyphenated_compound_from_the_postings(
+    server: RunningServer, question: str, answer: str
+) -> None:
+    # The overlap comes from the lexical postings, which hold "de-stress" as "de" and "stress":
+    # the question's "destress" (or "de-stress") still counts as held, as the plaintext matcher's
+    # joined compound did. The other memories share more words with the question but no compound.
+    add(
+        server,
+        "u1",
+        answer,
+        "Work has been so stressful lately, I barely sleep after work",
+        "After work I am always too stressed to cook",
+        "What helps me after work is always the same",
+    )
+    response = query(server, "u1", question, mode=MODES.QUERY_MODE_APPLICABILITY, limit=4)
+    assert response.memories[0].memory.content == answer
+
+
 MULTI_HOP = [
     "Maria recommended the Skyline hiking trail to me",
     "Maria works at the Lisbon aquarium as a marine biologist",

@@ -199,3 +199,24 @@ def test_remove_and_empty_queries(stores: Stores) -> None:
     assert stores.search(ALICE, {1: 1}) == []
     assert stores.run(stores.lexical.stats(ALICE)) == (0, 0)
     assert stores.run(stores.records.list_memories(ALICE, MemoryFilter(), None, 10))  # the row stays
+
+
+def test_terms_held_names_the_asked_terms_each_memory_holds(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 2, 2: 1, 3: 1})
+    b = stores.add(ALICE, {2: 1})
+    c = stores.add(ALICE, {4: 1})
+    theirs = stores.add(BOB, {1: 1, 2: 1})
+    held = stores.run(stores.lexical.terms_held(ALICE, [a, b, c, theirs], [1, 2, 9, 2]))
+    # Only the asked terms, only the asked memories of the namespace; one holding none is absent.
+    assert held == {a: frozenset({1, 2}), b: frozenset({2})}
+    # Term ids are full signed 64-bit keyed hashes.
+    big = stores.add(ALICE, {-(2**63): 1, 2**63 - 1: 3})
+    assert stores.run(stores.lexical.terms_held(ALICE, [big, a], [2**63 - 1, -(2**63), 1])) == {
+        big: frozenset({-(2**63), 2**63 - 1}),
+        a: frozenset({1}),
+    }
+    assert stores.run(stores.lexical.terms_held(ALICE, [], [1])) == {}
+    assert stores.run(stores.lexical.terms_held(ALICE, [a], [])) == {}
+    # Reindexed content answers with its new terms.
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {9: 1}, 1)]))
+    assert stores.run(stores.lexical.terms_held(ALICE, [a, b], [1, 2, 9])) == {a: frozenset({9}), b: frozenset({2})}

@@ -63,3 +63,13 @@ def test_a_question_about_one_speaker_puts_the_other_speakers_turns_below() -> N
     mine, theirs, extracted = (combine(r, 0.5, 0.5, analysis, "Melanie") for r in pool)
     assert theirs == pytest.approx(mine - OTHER_SPEAKER_PENALTY) and extracted == mine
     assert combine(pool[1], 0.5, 0.5, analysis, None) == mine  # no subject: no penalty
+
+
+def test_compound_keys_name_the_parts_the_postings_hold() -> None:
+    terms = TermMatcher()
+    assert terms.compounds("What does Caroline do for self-care?") == {"selfcar": [("self", "care")]}
+    ways = terms.compounds("What does Melanie do to destress?")
+    # Any split of a single word into two terms; never of a name ("caro" + "line").
+    assert ("de", "stress") in ways["destress"]
+    assert set(ways) == {"destress"}
+    assert "2022" not in terms.compounds("What happened in 2022?")  # digits are never split

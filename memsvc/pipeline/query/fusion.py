@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from memsvc.pipeline.query.recall import Candidate
 
@@ -22,19 +21,21 @@ def reciprocal_rank_fusion(dense: Sequence[Candidate], lexical: Sequence[Candida
     """
     merged: dict[str, Candidate] = {}
     for c in dense:
-        merged[c.memory_id] = replace(c, fused=rrf_term(c.dense_rank, k))
+        merged[c.memory_id] = c.with_fused(rrf_term(c.dense_rank, k))
     for c in lexical:
         contribution = rrf_term(c.lexical_rank, k)
         seen = merged.get(c.memory_id)
         if seen is None:
-            merged[c.memory_id] = replace(c, fused=contribution)
+            merged[c.memory_id] = c.with_fused(contribution)
         else:
-            merged[c.memory_id] = replace(
-                seen,
-                lexical_score=c.lexical_score,
-                lexical_rank=c.lexical_rank,
-                term_coverage=c.term_coverage,
-                fused=seen.fused + contribution,
+            merged[c.memory_id] = Candidate(
+                seen.memory_id,
+                seen.similarity,
+                seen.dense_rank,
+                c.lexical_score,
+                c.lexical_rank,
+                c.term_coverage,
+                seen.fused + contribution,
             )
     return sorted(merged.values(), key=lambda c: (-c.fused, -c.similarity, -c.lexical_score, c.memory_id))
 

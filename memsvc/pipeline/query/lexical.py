@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memsvc.deadline import Deadline
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate
@@ -30,3 +32,13 @@ class LexicalRecall:
             Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1, term_coverage=h.coverage)
             for i, h in enumerate(hits)
         ]
+
+    async def terms_held(
+        self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline
+    ) -> dict[str, set[str]]:
+        """Which of the analysed `terms` each memory's postings hold (one query, nothing decrypted):
+        the term overlap of every candidate without opening or re-analysing its text."""
+        tenant = plan.namespace.tenant
+        by_id = {self._hasher.term_id(tenant, term): term for term in dict.fromkeys(terms)}
+        held = await deadline.run(self._index.terms_held(plan.namespace, memory_ids, list(by_id)), "the lexical index")
+        return {memory_id: {by_id[t] for t in ids if t in by_id} for memory_id, ids in held.items()}

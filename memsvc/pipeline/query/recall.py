@@ -22,6 +22,19 @@ class Candidate:
     term_coverage: float = 0.0  # the share of the query's IDF weight the memory holds (LexicalHit)
     fused: float = 0.0
 
+    def with_fused(self, fused: float) -> Candidate:
+        # The constructor, not dataclasses.replace: fusion makes one per candidate and search,
+        # thousands per query in the multi-search modes, and replace costs about 8x as much.
+        return Candidate(
+            self.memory_id,
+            self.similarity,
+            self.dense_rank,
+            self.lexical_score,
+            self.lexical_rank,
+            self.term_coverage,
+            fused,
+        )
+
 
 class RecallStage:
     def __init__(self, index: VectorIndex, candidates: int) -> None:

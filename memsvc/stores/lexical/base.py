@@ -57,3 +57,9 @@ class LexicalIndex(Protocol):
     ) -> list[LexicalHit]:
         """The best `limit` memories by BM25 for the query's term ids (with counts), filtered."""
         ...
+
+    async def terms_held(
+        self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
+    ) -> dict[str, frozenset[int]]:
+        """Which of `terms` each memory's postings hold, in one query: a memory holding none is absent."""
+        ...

@@ -113,6 +113,25 @@ class SqlLexicalIndex:
 
         return await self._db.transact(search(), write=False)
 
+    async def terms_held(
+        self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
+    ) -> dict[str, frozenset[int]]:
+        if not memory_ids or not terms:
+            return {}
+        in_ids, id_values = self._sql.in_list("memory_id", memory_ids)
+        in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
+        # The primary key (ns, term, memory_id) answers it: a few index probes per term.
+        sql = f"SELECT memory_id, term FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
+
+        def held() -> Program[dict[str, frozenset[int]]]:
+            rows = (yield q(sql, (namespace.digest, *term_values, *id_values))).rows
+            out: dict[str, set[int]] = {}
+            for memory_id, term in rows:
+                out.setdefault(str(memory_id), set()).add(int(term))
+            return {m: frozenset(t) for m, t in out.items()}
+
+        return await self._db.transact(held(), write=False)
+
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
 
