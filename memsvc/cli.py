@@ -457,6 +457,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Start-up and admin commands: say what is wrong (schema not migrated, database down).
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # `memsvc query ... | head`: the reader left; what it did not read was not wanted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ValidationError as exc:
         for error in exc.errors():
             where = "MEMSVC_" + "__".join(str(part) for part in error["loc"]).upper() if error["loc"] else "settings"

@@ -192,3 +192,22 @@ def test_buf_curl_adds_and_queries_through_reflection(live_server: LiveServer) -
         live_server, "memsvc.v1.QueryService/Query", {"userId": "yuri", "query": "what does yuri collect?"}
     )
     assert found["memories"][0]["memory"]["id"] == memory_id
+
+
+def test_output_cut_short_by_the_reader_is_not_an_error(live_server: LiveServer) -> None:
+    """`memsvc list ... | head -1`: the reader leaves early; no traceback, exit 0."""
+    # More than a pipe holds (64 KiB), so the writer is still writing when the reader leaves.
+    for i in range(12):
+        cli(live_server, "add", "--user", "ivo", f"Ivo's garden note {i}: " + "tomatoes and beans " * 400)
+    listing = subprocess.Popen(
+        [memsvc_executable(), "list", "--json", "--user", "ivo"],
+        env=live_server.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert listing.stdout is not None and listing.stderr is not None
+    assert listing.stdout.read(10)
+    listing.stdout.close()  # as `head` does once it has its lines
+    code = listing.wait(60)
+    stderr = listing.stderr.read().decode()
+    assert code == 0 and "Traceback" not in stderr, stderr
