@@ -7,7 +7,6 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
-import resource
 import shutil
 import statistics
 import tempfile
@@ -21,8 +20,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor
 
+from memsvc.bench.cpu import ServerCpu
 from memsvc.bench.synthetic import memory_texts
 from memsvc.pipeline.context import QueryMode
 
@@ -56,12 +56,6 @@ def machine() -> dict[str, Any]:
         "memory_gib": memory_gib,
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
-
-
-def process_cpu_s() -> float:
-    """User and system CPU seconds of this process, all threads."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -168,6 +162,7 @@ class BenchServer:
     data_dir: Path
     owns_data_dir: bool
     rpc_times: RpcTimes
+    cpu: ServerCpu
 
     @classmethod
     def start(cls, data_dir: Path | None = None, milvus_uri: str = "", **overrides: Any) -> BenchServer:
@@ -190,7 +185,11 @@ class BenchServer:
         settings = Settings(**values)
         loop = LoopThread()
         rpc_times = RpcTimes()
-        components = loop.run(build_components(settings, span_processor=rpc_times))
+        cpu = ServerCpu()
+        spans = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]  # unannotated in the SDK
+        spans.add_span_processor(rpc_times)
+        spans.add_span_processor(cpu)
+        components = loop.run(build_components(settings, span_processor=spans))
 
         async def make_server() -> Service:
             return Service(components)  # grpc.aio binds the server to the running loop
@@ -198,7 +197,7 @@ class BenchServer:
         server = loop.run(make_server())
         port = loop.run(server.start("127.0.0.1:0"))
         key = loop.run(components.keys.create("bench", "default", "development", frozenset(Permission))).token
-        return cls(loop, components, server, f"127.0.0.1:{port}", key, directory, owns, rpc_times)
+        return cls(loop, components, server, f"127.0.0.1:{port}", key, directory, owns, rpc_times, cpu)
 
     def stop(self) -> None:
         self.loop.run(self.server.stop(0))
@@ -377,7 +376,6 @@ class LatencySummary:
     count: int
     errors: dict[str, int]
     server_p50_ms: float = 0.0
-    server_cpu_ms_per_query: float = 0.0
 
     @classmethod
     def of(cls, result: DriveResult) -> LatencySummary:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from memsvc.bench.cpu import CpuBreakdown
 from memsvc.bench.harness import (
     QUERY_MODES,
     BenchServer,
@@ -22,7 +23,6 @@ from memsvc.bench.harness import (
     machine,
     measure_floor,
     percentile,
-    process_cpu_s,
     user_ids,
     vector_engine,
 )
@@ -89,11 +89,11 @@ def measure(
     max_seconds: float = 60.0,
     floor_samples: int = 200,
     seed: int = 7,
-) -> tuple[LatencySummary, Floor]:
+) -> tuple[LatencySummary, Floor, CpuBreakdown]:
     """Drive queries over `users` already loaded, then measure the floor on fresh texts."""
     warmup, measured = query_requests(users, queries, embedding_cache, seed)
     bench.rpc_times.query_ms.clear()
-    cpu_before = process_cpu_s()
+    bench.cpu.open_after(len(warmup))
     result = drive_queries(
         bench.address,
         bench.api_key,
@@ -106,24 +106,39 @@ def measure(
     )
     # Server-side time of the measured calls (the warm-up calls come first).
     server_ms = bench.rpc_times.query_ms[len(warmup) :]
-    cpu_s = process_cpu_s() - cpu_before
-    summary = LatencySummary.of(result)
-    summary = replace(
-        summary,
-        server_p50_ms=percentile(server_ms, 50),
-        server_cpu_ms_per_query=cpu_s * 1000 / summary.count if summary.count else 0.0,
-    )
+    cpu = bench.cpu.close()
+    summary = replace(LatencySummary.of(result), server_p50_ms=percentile(server_ms, 50))
     rng = random.Random(seed + 1)
     floor_texts = itertools.islice(unique_queries(seed + 1_000), floor_samples)
     pairs = [(rng.choice(users), t) for t in floor_texts]
     k = max(bench.components.settings.recall_candidates, limit * 3)
     floor = measure_floor(bench, pairs, embed=embedding_cache == "miss", k=k)
-    return summary, floor
+    return summary, floor, cpu
+
+
+def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
+    """Milliseconds of server CPU per query: in all, per thread group, and (one query at a time
+    only, where a stage's window holds its own work alone) per stage plus what lies outside the
+    stages: gRPC, the interceptor and its span, request and response conversion."""
+    if not cpu.queries:
+        return {"total": 0.0, "threads": {}, "stages": {}}
+
+    def per_query(seconds: float) -> float:
+        return round(seconds * 1000 / cpu.queries, 3)
+
+    stages: dict[str, float] = {}
+    if concurrency == 1:
+        ordered = [s for s in STAGES if s in cpu.stages] + sorted(s for s in cpu.stages if s not in STAGES)
+        stages = {s: per_query(cpu.stages[s]) for s in ordered}
+        stages["outside the stages"] = per_query(cpu.seconds - sum(cpu.stages.values()))
+    threads = {group: per_query(s) for group, s in sorted(cpu.threads.items(), key=lambda kv: -kv[1])}
+    return {"total": per_query(cpu.seconds), "threads": threads, "stages": stages}
 
 
 def report(
     summary: LatencySummary,
     floor: Floor,
+    cpu: CpuBreakdown,
     *,
     users: int,
     memories_per_user: int,
@@ -140,9 +155,9 @@ def report(
         "ratio_p50": round(summary.p50_ms / floor.p50_ms, 3) if floor.p50_ms > 0 else None,
         "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
         "server_p50_ms": round(summary.server_p50_ms, 3),
-        # CPU seconds the server process spent per query (all its threads): unlike latency, this
+        # CPU the server process spent per measured query (all its threads): unlike latency, this
         # does not grow when other processes share the cores.
-        "server_cpu_ms_per_query": round(summary.server_cpu_ms_per_query, 3),
+        "server_cpu_ms_per_query": cpu_per_query(cpu, concurrency),
         "users": users,
         "memories_per_user": memories_per_user,
         "concurrency": concurrency,
@@ -176,11 +191,16 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
     stages = data["stages_ms"]
     ordered = [s for s in STAGES if s in stages] + [s for s in stages if s not in STAGES]
     print("  stages p50  " + "  ".join(f"{s} {stages[s]:.2f}" for s in ordered) + " (ms)", file=out)
+    cpu = data["server_cpu_ms_per_query"]
     print(
         f"  server-side p50 {data['server_p50_ms']:.2f} ms (the Query span; the rest is gRPC and the client); "
-        f"server CPU {data['server_cpu_ms_per_query']:.2f} ms per query",
+        f"server CPU {cpu['total']:.2f} ms per query",
         file=out,
     )
+    for label, parts in (("thread", cpu["threads"]), ("stage", cpu["stages"])):
+        if parts:
+            shares = "  ".join(f"{k} {ms:.2f}" for k, ms in parts.items())
+            print(f"  CPU by {label:<7}{shares} (ms/query)", file=out)
     f = data["floor_ms"]
     print(
         f"  floor    p50 {data['floor_p50_ms']:.2f} ms (embed {f['embed_p50']:.2f} + search {f['search_p50']:.2f} "
@@ -219,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             if marker_path is not None:
                 marker_path.write_text(json.dumps(marker))
         bench.settle()
-        summary, floor = measure(
+        summary, floor, cpu = measure(
             bench,
             users,
             queries=args.queries,
@@ -236,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
     data = report(
         summary,
         floor,
+        cpu,
         users=args.users,
         memories_per_user=args.memories_per_user,
         concurrency=args.concurrency,

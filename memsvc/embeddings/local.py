@@ -40,6 +40,8 @@ class EncodeRuntime(Protocol):
 
     def encode(self, texts: Sequence[str]) -> list[Vector]: ...
 
+    def close(self) -> None: ...
+
 
 class TorchRuntime:
     """SentenceTransformer on the CPU."""
@@ -64,6 +66,9 @@ class TorchRuntime:
             show_progress_bar=False,  # its default follows the log level, and tqdm costs every call
         )
         return [np.asarray(row, dtype=np.float32) for row in matrix]
+
+    def close(self) -> None:
+        return
 
 
 def model_version(model_name: str, runtime: EmbeddingRuntime) -> str:
@@ -122,7 +127,7 @@ class LocalEmbedder:
         self._version = model_version(model_name, runtime)
         self._batch_size = batch_size
         self._batch_wait_s = batch_wait_ms / 1000
-        # One inference thread: the runtime already uses every core for one batch.
+        # One thread hands batches to the runtime, which spreads a batch over the cores itself.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._queue: list[_Pending] = []
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -190,3 +195,4 @@ class LocalEmbedder:
     async def close(self) -> None:
         # An inference of a call cut at shutdown may still run: let it end before the runtime goes.
         await asyncio.to_thread(self._executor.shutdown, True)
+        self._runtime.close()

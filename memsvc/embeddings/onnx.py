@@ -17,6 +17,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +232,17 @@ class OnnxRuntime:
         tokenizer.no_padding()
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or _usable_cpus()
+        # One thread per forward pass, and passes side by side on `lanes` threads (a session runs
+        # concurrently from several threads). Splitting one short query's pass over two threads
+        # cost 50% more CPU for no gain in latency (3.4 against 3.2 ms; 4.7 against 3.2 ms of
+        # CPU); a batch of 64 split in two passes took 79 ms against 102 ms on two intra-op threads.
+        self._lanes = threads or _usable_cpus()
+        self._pool = (
+            ThreadPoolExecutor(max_workers=self._lanes - 1, thread_name_prefix="embed-lane")
+            if self._lanes > 1
+            else None
+        )
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -249,20 +260,33 @@ class OnnxRuntime:
         if not texts:
             return []
         encodings = self._tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encodings]
         out: list[Vector] = [np.empty(0, dtype=np.float32)] * len(texts)
-        for chunk in length_chunks([len(e.ids) for e in encodings], self._batch_size):
-            width = len(encodings[chunk[0]].ids)
-            feeds = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in _INPUTS}
-            for row, i in enumerate(chunk):
-                e = encodings[i]
-                n = len(e.ids)
-                feeds["input_ids"][row, :n] = e.ids
-                feeds["attention_mask"][row, :n] = e.attention_mask
-                feeds["token_type_ids"][row, :n] = e.type_ids
-            matrix: npt.NDArray[Any] = self._session.run(None, feeds)[0]
-            for row, i in enumerate(chunk):
-                out[i] = np.asarray(matrix[row], dtype=np.float32)
+
+        def run(passes: list[list[int]]) -> None:
+            for chunk in passes:
+                width = lengths[chunk[0]]
+                feeds = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in _INPUTS}
+                for row, i in enumerate(chunk):
+                    e = encodings[i]
+                    feeds["input_ids"][row, : lengths[i]] = e.ids
+                    feeds["attention_mask"][row, : lengths[i]] = e.attention_mask
+                    feeds["token_type_ids"][row, : lengths[i]] = e.type_ids
+                matrix: npt.NDArray[Any] = self._session.run(None, feeds)[0]
+                for row, i in enumerate(chunk):
+                    out[i] = np.asarray(matrix[row], dtype=np.float32)
+
+        first, *others = lanes_of(length_chunks(lengths, self._batch_size), lengths, self._lanes)
+        # The calling thread takes one lane itself: a single query never changes threads.
+        waiting = [self._pool.submit(run, lane) for lane in others] if self._pool is not None else []
+        run(first)
+        for future in waiting:
+            future.result()
         return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 # A text joins a forward pass only if it fills at least this share of the pass's width.
@@ -286,6 +310,36 @@ def length_chunks(lengths: Sequence[int], batch_size: int, min_fill: float = _MI
         else:
             current.append(i)
     return chunks
+
+
+# A pass is split across lanes only while each part keeps at least this many texts: smaller
+# passes cost more per text than the idle core saves.
+_MIN_PASS_ROWS = 4
+
+
+def lanes_of(passes: list[list[int]], lengths: Sequence[int], lanes: int) -> list[list[list[int]]]:
+    """The passes dealt to at most `lanes` threads with about equal work (tokens, padding
+    included), the largest first; a pass holding more than one lane's share is halved first."""
+
+    def work(chunk: list[int]) -> int:
+        return len(chunk) * lengths[chunk[0]]
+
+    passes = [list(p) for p in passes]
+    share = sum(work(p) for p in passes) / lanes
+    while lanes > 1:
+        largest = max(passes, key=work)
+        if work(largest) <= share or len(largest) < 2 * _MIN_PASS_ROWS:
+            break
+        passes.remove(largest)
+        half = len(largest) // 2
+        passes += [largest[:half], largest[half:]]
+    dealt: list[list[list[int]]] = [[] for _ in range(min(lanes, len(passes)))]
+    load = [0] * len(dealt)
+    for chunk in sorted(passes, key=work, reverse=True):
+        lane = load.index(min(load))
+        dealt[lane].append(chunk)
+        load[lane] += work(chunk)
+    return dealt
 
 
 def _usable_cpus() -> int:

@@ -45,6 +45,12 @@ def test_bench_query_writes_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert data["ratio_p50"] == pytest.approx(data["p50_ms"] / data["floor_p50_ms"], rel=0.01)
     assert set(data["stages_ms"]) >= {"scope", "embed", "recall", "hydrate", "rank", "bookkeep"}
     assert data["engine"] == "milvus-lite"
+    cpu = data["server_cpu_ms_per_query"]
+    # CPU per measured query (the warm-up's left out), split by the server's thread groups; per
+    # stage only one query at a time, where a stage's window holds nothing else.
+    assert cpu["total"] > 0 and cpu["threads"]["event loop"] > 0
+    assert sum(cpu["threads"].values()) == pytest.approx(cpu["total"], rel=0.25, abs=2.0)
+    assert cpu["stages"] == {}
     assert "service / floor" in capsys.readouterr().out
 
 
@@ -58,6 +64,10 @@ def test_bench_query_on_a_milvus_server_records_the_engine_and_keeps_to_its_data
     assert (data["engine"], data["milvus_uri"]) == ("milvus-server", milvus_server.uri)
     assert data["server_version"] and data["queries"] == 20 and data["errors"] == {}
     assert f"milvus-server {milvus_server.uri}" in capsys.readouterr().out
+    cpu = data["server_cpu_ms_per_query"]  # one query at a time: CPU per stage, adding up
+    assert set(cpu["stages"]) >= {"scope", "embed", "recall", "hydrate", "rank", "bookkeep", "outside the stages"}
+    assert sum(cpu["stages"].values()) == pytest.approx(cpu["total"], abs=0.01)
+    assert cpu["stages"]["embed"] > 0 and cpu["stages"]["recall"] > 0
     default, bench = MilvusClient(uri=milvus_server.uri), MilvusClient(uri=milvus_server.uri, db_name=BENCH_DATABASE)
     try:
         assert default.list_collections() == [] and bench.list_collections()
