@@ -107,8 +107,9 @@ class Settings(BaseSettings):
     # directory of the machine); empty: $XDG_CACHE_HOME/memsvc/onnx, else ~/.cache/memsvc/onnx.
     # An image bakes the export in and points this at it (deploy/Containerfile).
     embedding_onnx_dir: Path | None = None
-    # ONNX Runtime threads for one batch; 0 uses every CPU this process may run on. Set it to the
-    # container's CPU limit where the pod sees more cores than it may use.
+    # ONNX Runtime lanes: forward passes run one thread each, a batch's passes on this many
+    # threads side by side; 0 uses every CPU this process may run on. Set it to the container's
+    # CPU limit where the pod sees more cores than it may use.
     embedding_threads: int = 0
     embedding_dimension: int = 384
     embedding_batch_size: int = 64
