@@ -234,7 +234,17 @@ def load_memories(
     concurrency: int = 2,
     seed: int = 7,
 ) -> LoadResult:
-    """Write `per_user` memories for each user through AddMemories, `batch` per call."""
+    """Write `per_user` memories for each user through AddMemories, `batch` per call, from a
+    separate client process (as the queries are driven), so the client's gRPC threads and
+    message encoding never compete with the server for its GIL."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_load, address, api_key, list(users), per_user, batch, concurrency, seed).result()
+
+
+def _load(
+    address: str, api_key: str, users: Sequence[str], per_user: int, batch: int, concurrency: int, seed: int
+) -> LoadResult:
     import grpc
 
     from memsvc.v1 import write_service_pb2, write_service_pb2_grpc
