@@ -217,6 +217,9 @@ class Settings(BaseSettings):
 
     # Telemetry
     otlp_endpoint: str = ""
+    # Share of the traces that start here sent to the OTLP endpoint; a caller's `traceparent`
+    # decides for its own traces. Metrics count every call either way.
+    trace_sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
     # host:port of the Prometheus scrape endpoint (/metrics), e.g. 0.0.0.0:9464; empty turns it off.
     metrics_listen: str = ""
     index_lag_sample_interval_s: float = 5.0

@@ -12,7 +12,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, format_trace_id
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from memsvc.api.errors import GRPC_CODES, internal_status, status_of
 from memsvc.api.ratelimit import RateLimiter
@@ -39,6 +41,16 @@ def current_principal() -> Principal:
 
 def current_deadline() -> Deadline:
     return CallState.deadline.get()
+
+
+_TRACE_CONTEXT = TraceContextTextMapPropagator()
+
+
+def caller_trace(context: Any) -> Context:
+    """The caller's trace from its W3C `traceparent` metadata (an empty context without one),
+    so memsvc's spans join the caller's trace and honour its sampling decision."""
+    carrier = {key: value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
+    return _TRACE_CONTEXT.extract(carrier)
 
 
 def bearer_token(context: Any) -> str:
@@ -129,6 +141,7 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
         service, _, name = method.lstrip("/").partition("/")
         with self._tracer.start_as_current_span(
             f"{service}/{name}",
+            context=caller_trace(context),
             kind=SpanKind.SERVER,
             attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
         ) as span:
