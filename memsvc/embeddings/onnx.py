@@ -17,7 +17,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,7 +279,10 @@ class OnnxRuntime:
         first, *others = lanes_of(length_chunks(lengths, self._batch_size), lengths, self._lanes)
         # The calling thread takes one lane itself: a single query never changes threads.
         waiting = [self._pool.submit(run, lane) for lane in others] if self._pool is not None else []
-        run(first)
+        try:
+            run(first)
+        finally:
+            wait(waiting)  # no lane outlives the call, even when one failed
         for future in waiting:
             future.result()
         return out
