@@ -35,8 +35,9 @@ class CpuBreakdown:
 
     seconds: float
     threads: dict[str, float]
-    # Process CPU while each stage's span was open, summed: exact only when one query runs at a
-    # time (with concurrent queries each stage's window holds the others' work too).
+    # Process CPU while each stage's span was open, summed; empty when two stage spans were ever
+    # open at once (concurrent queries, or a mode's searches side by side), where each window
+    # would hold the other's work too.
     stages: dict[str, float]
     queries: int
 
@@ -54,12 +55,14 @@ class ServerCpu(SpanProcessor):
         self._queries = 0
         self._opened: dict[int, float] = {}
         self._stages: dict[str, float] = {}
+        self._overlapped = False
         self._start: tuple[float, ThreadCpu] | None = None
 
     def open_after(self, warmup_queries: int) -> None:
         with self._lock:
             self._start = None
             self._stages.clear()
+            self._overlapped = False
             self._queries = 0
             self._warmup_left = warmup_queries
             if warmup_queries == 0:
@@ -73,7 +76,8 @@ class ServerCpu(SpanProcessor):
             self._start = None
             self._warmup_left = None
             spent = time.process_time() - cpu
-            return CpuBreakdown(spent, ThreadCpu.now().since(threads), dict(self._stages), self._queries)
+            stages = {} if self._overlapped else dict(self._stages)
+            return CpuBreakdown(spent, ThreadCpu.now().since(threads), stages, self._queries)
 
     def _open(self) -> None:
         self._start = (time.process_time(), ThreadCpu.now())
@@ -81,6 +85,7 @@ class ServerCpu(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._start is not None and span.name.startswith(STAGE_PREFIX):
             with self._lock:
+                self._overlapped = self._overlapped or bool(self._opened)
                 self._opened[span.context.span_id] = time.process_time()
 
     def on_end(self, span: ReadableSpan) -> None:

@@ -117,9 +117,10 @@ def measure(
 
 
 def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
-    """Milliseconds of server CPU per query: in all, per thread group, and (one query at a time
-    only, where a stage's window holds its own work alone) per stage plus what lies outside the
-    stages: gRPC, the interceptor and its span, request and response conversion."""
+    """Milliseconds of server CPU per query: in all, per thread group, and per stage plus what
+    lies outside the stages (gRPC, the interceptor and its span, request and response
+    conversion) where a stage's window holds its own work alone: one query at a time, in a mode
+    that runs its stages one after another."""
     if not cpu.queries:
         return {"total": 0.0, "threads": {}, "stages": {}}
 
@@ -127,7 +128,7 @@ def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
         return round(seconds * 1000 / cpu.queries, 3)
 
     stages: dict[str, float] = {}
-    if concurrency == 1:
+    if concurrency == 1 and cpu.stages:
         ordered = [s for s in STAGES if s in cpu.stages] + sorted(s for s in cpu.stages if s not in STAGES)
         stages = {s: per_query(cpu.stages[s]) for s in ordered}
         stages["outside the stages"] = per_query(cpu.seconds - sum(cpu.stages.values()))
@@ -197,6 +198,8 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
         f"server CPU {cpu['total']:.2f} ms per query",
         file=out,
     )
+    if data["concurrency"] == 1 and not cpu["stages"]:
+        print("  CPU by stage   not measured: this mode runs stages side by side", file=out)
     for label, parts in (("thread", cpu["threads"]), ("stage", cpu["stages"])):
         if parts:
             shares = "  ".join(f"{k} {ms:.2f}" for k, ms in parts.items())
