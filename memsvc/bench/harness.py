@@ -83,18 +83,23 @@ class LoopThread:
 
 
 class RpcTimes(SpanProcessor):
-    """Server-side durations of Query RPCs, from their spans: the client's latency minus these is
-    the transport (gRPC, the client, scheduling)."""
+    """Server-side durations of RPCs by method (`Query`, `AddConversation`, ...), from their
+    spans: the client's latency minus these is the transport (gRPC, the client, scheduling)."""
 
     def __init__(self) -> None:
-        self.query_ms: list[float] = []
+        self.ms: dict[str, list[float]] = {}
+
+    @property
+    def query_ms(self) -> list[float]:
+        return self.ms.setdefault("Query", [])
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         return
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.name.endswith("/Query") and span.start_time is not None and span.end_time is not None:
-            self.query_ms.append((span.end_time - span.start_time) / 1e6)
+        if span.name.startswith("memsvc.v1.") and span.start_time is not None and span.end_time is not None:
+            method = span.name.rsplit("/", 1)[-1]
+            self.ms.setdefault(method, []).append((span.end_time - span.start_time) / 1e6)
 
     def shutdown(self) -> None:
         return

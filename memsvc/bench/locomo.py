@@ -373,11 +373,14 @@ def load_store(store: Path, conversations: Sequence[Conversation], ingest: str, 
             loaded.append(write(client, user, conversation, times))
         bench.settle()
         timing = times.as_dict()
+        method = "AddConversation" if ingest == "conversation" else "AddMemories"
         call = "AddConversation (one session)" if ingest == "conversation" else "AddMemories (64 turns)"
+        server_ms = bench.rpc_times.ms.get(method, [])
         print(
             f"wrote {sum(len(c.turns) for c in conversations)} turns in {time.perf_counter() - started:.1f} s; "
             f"{call} x {timing['calls']}, {timing['turns_per_call']} turns per call: "
-            f"p50 {timing['p50_ms']} ms, p95 {timing['p95_ms']} ms"
+            f"p50 {timing['p50_ms']} ms, p95 {timing['p95_ms']} ms "
+            f"(server-side p50 {percentile(server_ms, 50):.1f} ms, p95 {percentile(server_ms, 95):.1f} ms)"
         )
     finally:
         client.close()

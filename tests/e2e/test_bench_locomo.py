@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,8 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
     printed = capsys.readouterr().out
     assert "3 questions of categories 1-4; skipped 1 adversarial" in printed
     assert "dropped 2 without valid evidence" in printed and "DIRECT" in printed
+    # The ingestion line gives the server's own time per call beside the client's.
+    assert re.search(r"AddConversation .* p50 [\d.]+ ms, p95 [\d.]+ ms \(server-side p50 [1-9][\d.]* ms", printed)
     assert "AddConversation (one session) x 2, 3.0 turns per call" in printed
     numbers = json.loads(out.read_text())
     assert list(numbers) == ["DIRECT", "ingest"]
