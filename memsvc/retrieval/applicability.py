@@ -21,7 +21,7 @@ from memsvc.pipeline.query.fusion import fuse_lists
 from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.pipeline.query.rank import Ranking
 from memsvc.pipeline.query.recall import Candidate
-from memsvc.retrieval.base import Evidence, distinct_queries, recent_block, recent_texts, search_all
+from memsvc.retrieval.base import Evidence, distinct_queries, query_key, recent_block, recent_texts, search_all
 from memsvc.stores.lexical.analysis import Analyzer
 
 # Seed 002's final score: applicability dominates, retrieval only corroborates.
@@ -212,14 +212,19 @@ class Applicability:
         analysis = await self.analyse(request, report, deadline)
         kw = extract_keywords(request.query)
         context_terms = salient_terms(list(reversed(recent_texts(request)[-3:])), kw.terms, limit=3)
-        queries = [plan.query, *analysis.sub_queries]
-        queries += lexical_levels(plan.query, context_terms)
-        queries += [h.phrase for h in analysis.hints]
-        queries = distinct_queries(queries)[:_MAX_QUERIES]
+        levels = lexical_levels(plan.query, context_terms)
+        hints = [h.phrase for h in analysis.hints]
+        queries = distinct_queries([plan.query, *analysis.sub_queries, *levels, *hints])[:_MAX_QUERIES]
+        # The keyword levels are bags of the question's words: searched by meaning they find what
+        # the question and its hints find, so only their words are searched (no embedding each).
+        # The hints stay embedded: a callback's few content words ("suggested sleep help") find
+        # the assistant's advice by meaning where it shares none of them.
+        searched = {query_key(q) for q in (plan.query, *analysis.sub_queries, *hints)}
+        words_only = {query_key(q) for q in levels} - searched
         # Rerank depth: the applicability estimate sorts a deeper pool better than the first-stage
         # fusion does (LoCoMo R@7 0.596 at 30, 0.632 at 60-150; docs/retrieval.md).
         pool = max(self._pool, 3 * plan.limit)
-        results = await search_all(self._pipeline, plan, queries, report, deadline, pool)
+        results = await search_all(self._pipeline, plan, queries, report, deadline, pool, words_only)
         evidence = Evidence(self._pipeline.queries_rrf_k)
         lists: list[Sequence[Candidate]] = []
         for q, found in zip(queries, results, strict=True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -91,14 +91,19 @@ def _best_rank(a: int, b: int) -> int:
     return min(a, b) if a and b else a or b
 
 
+def query_key(query: str) -> str:
+    """What two queries share when they are the same search (spacing and case aside)."""
+    return " ".join(query.split()).lower()
+
+
 def distinct_queries(queries: Iterable[str]) -> list[str]:
     seen: set[str] = set()
     out = []
     for q in queries:
-        q = " ".join(q.split())
-        if q and q.lower() not in seen:
-            seen.add(q.lower())
-            out.append(q)
+        key = query_key(q)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(" ".join(q.split()))
     return out
 
 
@@ -109,12 +114,18 @@ async def search_all(
     report: QueryReport,
     deadline: Deadline,
     k: int | None = None,
+    words_only: Collection[str] = (),
 ) -> list[list[Candidate]]:
-    """Every query searched concurrently; each issued query is recorded in the report once."""
+    """Every query searched concurrently; each issued query is recorded in the report once.
+    The queries in `words_only` (by `query_key`) are searched by their words alone (no embedding)."""
     for q in queries:
         if q not in report.queries:
             report.queries.append(q)
-    return list(await asyncio.gather(*(pipeline.search(plan, q, report, deadline, k) for q in queries)))
+    return list(
+        await asyncio.gather(
+            *(pipeline.search(plan, q, report, deadline, k, dense=query_key(q) not in words_only) for q in queries)
+        )
+    )
 
 
 def recent_texts(request: QueryInput) -> list[str]:

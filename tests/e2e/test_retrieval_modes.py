@@ -272,6 +272,25 @@ def test_applicability_matches_a_hyphenated_compound_from_the_postings(
     assert response.memories[0].memory.content == answer
 
 
+def test_applicability_searches_its_keyword_levels_by_their_words_alone(server: RunningServer) -> None:
+    # Searched: the question, its rewrite, its hint (the tight keyword level too) and the broad
+    # level; the broad level by its words alone: a recall stage per query, one embed fewer.
+    add(server, "u1", "Melanie adopted two cats, Luna and Oliver", "Melanie paints sunsets by the lake")
+    server.spans.clear()
+    response = query(server, "u1", "What are the names of Melanie's pets?", mode=MODES.QUERY_MODE_APPLICABILITY)
+    assert response.memories[0].memory.content.startswith("Melanie adopted two cats")
+    stages = [s.name.removeprefix("memsvc.stage.") for s in server.spans.get_finished_spans()]
+    queries = list(response.report.queries)
+    assert queries == [
+        "What are the names of Melanie's pets?",
+        "the names of Melanie's pets",
+        "Melanie names pets",
+        "names melanie pets",
+    ]
+    assert stages.count("recall") == response.report.searches == 4
+    assert stages.count("embed") == 3
+
+
 MULTI_HOP = [
     "Maria recommended the Skyline hiking trail to me",
     "Maria works at the Lisbon aquarium as a marine biologist",

@@ -136,14 +136,25 @@ class QueryPipeline:
         return await self.execute(principal, request, report, deadline, gather)
 
     async def search(
-        self, plan: QueryPlan, text: str, report: QueryReport, deadline: Deadline, k: int | None = None
+        self,
+        plan: QueryPlan,
+        text: str,
+        report: QueryReport,
+        deadline: Deadline,
+        k: int | None = None,
+        *,
+        dense: bool = True,
     ) -> list[Candidate]:
         """Stages 2-3 for one query text within the plan's namespace and filters.
 
         Dense and lexical recall run concurrently and are fused by Reciprocal Rank Fusion, best
         first; the lexical half needs no embedding, so it may start before it (see __init__).
-        Retrieval modes call this once per generated query, then `finish` on the merged list.
+        Retrieval modes call this once per generated query, then `finish` on the merged list;
+        `dense=False` searches the words alone (a mode's keyword queries), neither embedded nor
+        searched by meaning, where the lexical channel exists.
         """
+        if not dense and self.lexical is not None:
+            return await self._words_only(plan, text, report, deadline, k)
         lexical: asyncio.Future[list[Candidate]] | None = None
         if self.lexical is not None and self.lexical_during_embedding:
             lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
@@ -160,8 +171,8 @@ class QueryPipeline:
                 if lexical is None:
                     candidates = await dense_call
                 else:
-                    dense, lexical_hits = await asyncio.gather(dense_call, lexical, return_exceptions=True)
-                    candidates = self._fuse(dense, lexical_hits, report)
+                    dense_hits, lexical_hits = await asyncio.gather(dense_call, lexical, return_exceptions=True)
+                    candidates = self._fuse(dense_hits, lexical_hits, report)
                     span.set_attribute("memsvc.candidates.dense", sum(1 for c in candidates if c.dense_rank))
                     span.set_attribute("memsvc.candidates.lexical", sum(1 for c in candidates if c.lexical_rank))
                 report.searches += 1
@@ -171,6 +182,22 @@ class QueryPipeline:
         finally:
             if lexical is not None and not lexical.done():
                 lexical.cancel()
+
+    async def _words_only(
+        self, plan: QueryPlan, text: str, report: QueryReport, deadline: Deadline, k: int | None
+    ) -> list[Candidate]:
+        with stage_span(self.tracer, report, "recall") as span:
+            try:
+                hits = await self._lexical(plan, text, deadline, k)
+            except Unavailable:
+                report.degraded = True
+                report.notes.append("recall: the lexical channel is unavailable for a keyword query")
+                hits = []
+            candidates = reciprocal_rank_fusion([], hits, self.rrf_k)
+            report.searches += 1
+            report.candidates_recalled += len(candidates)
+            span.set_attribute("memsvc.candidates.recalled", len(candidates))
+        return candidates
 
     async def _lexical(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None) -> list[Candidate]:
         assert self.lexical is not None
