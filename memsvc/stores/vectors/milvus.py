@@ -46,6 +46,8 @@ _FAILURES = (MilvusException, RpcError)
 
 _MAX_TAGS = 32
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_]")
+# A collection property whose only purpose is to change: altering it expires the proxies' cache.
+_CACHE_EPOCH = "memsvc.cache_epoch"
 
 
 def filter_expression(memory_filter: MemoryFilter) -> list[str]:
@@ -384,6 +386,13 @@ class MilvusVectorIndex:
         user's first write failed with "partition not found" (and went to the reconciler), and
         their first search could miss it. Loading the partition succeeds, and returns once the
         query node serves it, as soon as the proxy has caught up; until then it is retried.
+
+        The proxy may also never catch up on its own: its cache of the collection, filled by a
+        search that raced the creation, can miss the partition until the next DDL on the
+        collection invalidates it (milvus-io/milvus#36989, #45697; one clean-clone CI run here
+        saw "partition not found" for the whole 10 s). Past the first retries the index makes
+        that DDL itself: a collection property changed to a new value, which expires every
+        proxy's cache of the collection.
         """
         deadline = time.monotonic() + (self.call_timeout_s or 10.0)
         pause_s = 0.05
@@ -400,8 +409,16 @@ class MilvusVectorIndex:
             except MilvusException as exc:
                 if "not found" not in str(exc) or time.monotonic() + pause_s > deadline:
                     raise
+            if pause_s >= 0.2:
+                self._expire_proxy_cache(collection)
             time.sleep(pause_s)
             pause_s = min(pause_s * 2, 0.5)
+
+    def _expire_proxy_cache(self, collection: str) -> None:
+        try:
+            self._api.alter_collection_properties(collection, properties={_CACHE_EPOCH: str(time.time_ns())})
+        except MilvusException as exc:  # best effort: the retries go on either way
+            log.warning("could not refresh the Milvus proxy's view of %s: %s", collection, exc)
 
     async def _locate(self, digest: str, *, create: bool) -> Location | None:
         return await self._placement.locate(self, digest, create=create)
