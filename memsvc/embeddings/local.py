@@ -1,7 +1,8 @@
 """The bundled all-MiniLM-L6-v2 model on the CPU, with micro-batching.
 
 Concurrent queries share forward passes: while the model runs one batch, new texts queue and
-go together as the next batch when it finishes, so an idle service embeds a query at once and
+go together as the next batch when it finishes, so an idle service embeds a query at once (on
+the event loop's next turn, with whatever else was asked for in this one) and
 a busy one batches as deep as its load (on two cores one batch of 16 costs far less than 16
 single embeddings). `batch_wait_ms` optionally holds a query on an idle model for companions.
 
@@ -12,6 +13,7 @@ exported to ONNX Runtime (fp32, or int8 weights; memsvc/embeddings/onnx.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +24,9 @@ from typing import Literal, Protocol
 import numpy as np
 
 from memsvc.embeddings.base import Vector
+from memsvc.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 EmbeddingRuntime = Literal["torch", "onnx", "onnx-int8"]
 
@@ -130,7 +135,7 @@ class LocalEmbedder:
         # One thread hands batches to the runtime, which spreads a batch over the cores itself.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
         self._queue: list[_Pending] = []
-        self._flush_handle: asyncio.TimerHandle | None = None
+        self._flush_handle: asyncio.Handle | None = None
         self._running = False  # a micro-batch is in the model; new texts wait for it to finish
 
     @property
@@ -154,12 +159,18 @@ class LocalEmbedder:
             return await loop.run_in_executor(self._executor, self.encode, list(texts))
         pending = _Pending(list(texts), loop.create_future())
         self._queue.append(pending)
-        # While a batch is in the model, its completion sends everything queued meanwhile.
+        # While a batch is in the model, its completion sends everything queued meanwhile. An
+        # idle model starts on the loop's next turn, so texts asked for together (a mode's
+        # searches, started at once) share one batch.
         if not self._running:
-            if self._batch_wait_s <= 0 or sum(len(p.texts) for p in self._queue) >= self._batch_size:
+            if sum(len(p.texts) for p in self._queue) >= self._batch_size:
                 self._flush()
             elif self._flush_handle is None:
-                self._flush_handle = loop.call_later(self._batch_wait_s, self._flush)
+                self._flush_handle = (
+                    loop.call_soon(self._flush)
+                    if self._batch_wait_s <= 0
+                    else loop.call_later(self._batch_wait_s, self._flush)
+                )
         return await pending.future
 
     def _flush(self) -> None:
@@ -171,8 +182,15 @@ class LocalEmbedder:
             return
         loop = asyncio.get_running_loop()
         texts = [t for p in batch for t in p.texts]
+        try:
+            work = loop.run_in_executor(self._executor, self.encode, texts)
+        except RuntimeError as exc:  # closed: the batch's callers learn it, none waits forever
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_exception(Unavailable("the embedder is shutting down", retry_after_s=1.0))
+            log.debug("embedding batch refused: %s", exc)
+            return
         self._running = True
-        work = loop.run_in_executor(self._executor, self.encode, texts)
 
         def deliver(done: asyncio.Future[list[Vector]]) -> None:
             self._running = False
