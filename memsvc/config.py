@@ -98,11 +98,11 @@ class Settings(BaseSettings):
     embedding_provider: Literal["local", "openai"] = "local"
     embedding_model_path: str = ""
     embedding_model_name: str = "all-MiniLM-L6-v2"
-    # The local model's forward pass: the model exported to ONNX Runtime (fp32: the torch
-    # vectors, about half the query latency, and one native call per batch, so Python threads
-    # never stall it between operations), sentence-transformers on torch, or int8 weights (a
-    # different embedding version, so a new vector collection). docs/performance.md compares them.
-    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "onnx"
+    # The local model's forward pass, exported to ONNX Runtime with int8 weights (about 0.6x the
+    # CPU of fp32 per text, LoCoMo recall within 0.002), in fp32 (the torch vectors), or
+    # sentence-transformers on torch. int8 is an embedding version of its own: a server that
+    # finds memories of another version re-embeds them (the reconciler). docs/performance.md.
+    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "onnx-int8"
     # Where ONNX exports are cached (exported once per model and runtime, shared by every data
     # directory of the machine); empty: $XDG_CACHE_HOME/memsvc/onnx, else ~/.cache/memsvc/onnx.
     # An image bakes the export in and points this at it (deploy/Containerfile).

@@ -124,19 +124,6 @@ def build_local_embedder(settings: Settings) -> LocalEmbedder:
     )
 
 
-async def warn_on_other_embedding_version(store: RecordStore, version: str) -> None:
-    """Say so at start when stored memories were embedded by another version (e.g. another
-    runtime): their vectors sit in that version's collection, which dense recall here never reads."""
-    first = await store.scan_memories("", 1)
-    if first and first[0].embedding_version != version:
-        log.warning(
-            "the record store holds memories embedded as %s, this server embeds as %s: dense recall "
-            "will not find them (their vectors are in the other version's collection)",
-            first[0].embedding_version,
-            version,
-        )
-
-
 def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, RedisGuard | None]:
     """Shared Redis caches when MEMSVC_REDIS_URL is set (many replicas), else in-process ones.
 
@@ -228,7 +215,6 @@ async def build_components(
         await store.migrate()  # the embedded default migrates itself; servers use `memsvc migrate`
     owns_embedder = embedder is None
     embedder = embedder or build_embedder(settings)
-    await warn_on_other_embedding_version(store, embedder.version)
 
     def milvus_client() -> Client:
         return connect_milvus(

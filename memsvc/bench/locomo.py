@@ -442,7 +442,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
         type=Path,
-        help="where the loaded store is kept (default: a temporary directory); each mode runs on a copy",
+        help="an empty directory to keep the loaded store in (default: a temporary one); each mode runs on a copy",
     )
 
 
@@ -465,6 +465,10 @@ def run(args: argparse.Namespace) -> int:
         f"removed {sum(c.evidence_removed for c in conversations)}",
         flush=True,
     )
+    if args.data_dir is not None and args.data_dir.exists() and any(args.data_dir.iterdir()):
+        # Loading again into a kept store replays every turn, so nothing would be derived or scored.
+        print(f"--data-dir {args.data_dir} is not empty: give a new or empty directory", file=sys.stderr)
+        return 2
     owns_store = args.data_dir is None
     store = args.data_dir or Path(tempfile.mkdtemp(prefix="memsvc-locomo-"))
     try:

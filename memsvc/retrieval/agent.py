@@ -91,7 +91,9 @@ class Agent:
         for _ in range(self._max_attempts):
             issued.append(current)
             found = (await search_all(self._pipeline, plan, [current], report, deadline))[0]
-            evidence.add(current, found)
+            # Each hop rewrites the question with what the previous one found, so a later hop is
+            # closer to what is asked: its ranks weigh more than the question's own weak matches.
+            evidence.add(current, found, weight=float(len(issued)))
             hops.append(await self._texts(plan, found[:_EVIDENCE_PER_HOP], deadline))
             with stage_span(self._pipeline.tracer, report, "sufficiency"):
                 judgement = await self._judge(plan.query, issued, hops, report, deadline)

@@ -338,6 +338,26 @@ def test_list_filters(s: Store) -> None:
 # -- outbox -----------------------------------------------------------------------------------
 
 
+def test_memories_of_another_embedding_version_are_marked_for_re_embedding(s: Store) -> None:
+    old = time.time() - 100
+    rows = insert(
+        s,
+        memory(created_at=old, embedding_version="minilm@1", indexed=True),
+        memory(created_at=old + 1, embedding_version="minilm@0", indexed=True),
+        memory(BOB, created_at=old + 2, embedding_version="minilm@1+int8", indexed=True),
+    )
+    for row in rows:
+        s(s.store.mark_indexed([IndexTicket(row.id, row.revision)]))
+    assert s(s.store.count_pending_index()) == 0
+    assert s(s.store.other_embedding_versions("minilm@1+int8")) == ["minilm@0", "minilm@1"]
+    assert s(s.store.reembed_as("minilm@1+int8")) == 2
+    assert s(s.store.other_embedding_versions("minilm@1+int8")) == []
+    # Waiting for the reconciler, in their old order; the row already of this version is untouched.
+    assert [r.id for r in s(s.store.pending_index(10, time.time()))] == [rows[0].id, rows[1].id]
+    assert {r.embedding_version for r in s(s.store.pending_index(10, time.time()))} == {"minilm@1+int8"}
+    assert s(s.store.reembed_as("minilm@1+int8")) == 0
+
+
 def test_mark_indexed_is_guarded_by_revision(s: Store) -> None:
     row = insert(s, memory(created_at=time.time() - 100))[0]
     assert s(s.store.count_pending_index()) == 1

@@ -1,9 +1,10 @@
 """The reconciler: brings the vector index back in line with the record store (the truth).
 
-Rows whose vector is missing (index down, crash between steps) are re-embedded and
-upserted; vectors of deleted rows and namespaces are removed; conversation turns whose
-extracted memories and summary a crash left unwritten get them. Every step is idempotent,
-so two replicas running it at once only repeat work.
+Rows whose vector is missing (index down, crash between steps) are re-embedded and upserted,
+and so is every row once the embedding version changes (another runtime or model); vectors of
+deleted rows and namespaces are removed; conversation turns whose extracted memories and
+summary a crash left unwritten get them. Every step is idempotent, so two replicas running it
+at once only repeat work.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class ReconcileResult:
     vectors_deleted: int
     namespaces_dropped: int
     turns_extracted: int = 0
+    marked_for_reembedding: int = 0
 
 
 class Reconciler:
@@ -53,16 +55,44 @@ class Reconciler:
         self._indexer = indexer
         self._min_age_s = min_age_s
         self._batch = batch
+        self._version_adopted = False  # checked once per process: versions change only at start
         # The first pass runs at start-up: rows left unindexed by a crash are restored at once.
         self._periodic = PeriodicTask("reconciliation", self._tick, run_first=True)
 
     async def run_once(self, min_age_s: float | None = None) -> ReconcileResult:
         age = self._min_age_s if min_age_s is None else min_age_s
+        marked = 0
+        if not self._version_adopted:
+            marked = await self._adopt_embedding_version()
+            self._version_adopted = True
         indexed = await self._reindex(time.time() - age)
         deleted = await self._delete_vectors()
         dropped = await self._drop_namespaces()
         extracted = await self._finish_extractions(time.time() - age)
-        return ReconcileResult(indexed, deleted, dropped, extracted)
+        return ReconcileResult(indexed, deleted, dropped, extracted, marked)
+
+    async def _adopt_embedding_version(self) -> int:
+        """Memories embedded by another version get this version's vectors (the re-index below).
+
+        Their old vectors sit in the other version's collections, which this server never reads,
+        and which would keep a forgotten user's vectors; they are dropped first, so a crash in
+        between leaves rows still marked with the old version, and the next start does both again.
+        """
+        version = self._index.embedding_version
+        others = await self._store.other_embedding_versions(version)
+        if not others:
+            return 0
+        dropped = [name for other in others for name in await self._index.drop_version(other)]
+        marked = await self._store.reembed_as(version)
+        log.warning(
+            "%d memories were embedded as %s; re-embedding them as %s (until then recall finds them by "
+            "their words only); dropped the old vectors (%s)",
+            marked,
+            " and ".join(others),
+            version,
+            ", ".join(dropped) or "none found",
+        )
+        return marked
 
     async def _finish_extractions(self, older_than: float) -> int:
         if self._conversations is None:
@@ -119,7 +149,7 @@ class Reconciler:
 
     async def _tick(self) -> None:
         result = await self.run_once()
-        if result.indexed or result.vectors_deleted or result.namespaces_dropped:
+        if result.indexed or result.vectors_deleted or result.namespaces_dropped or result.marked_for_reembedding:
             log.info("reconciled: %s", result)
 
     def start(self, interval_s: float) -> None:

@@ -229,6 +229,15 @@ class IndexOutbox(Protocol):
 
     async def count_pending_index(self) -> int: ...
 
+    async def other_embedding_versions(self, version: str) -> list[str]:
+        """The embedding versions other than `version` that stored memories were embedded by."""
+        ...
+
+    async def reembed_as(self, version: str) -> int:
+        """Mark every memory embedded by another version as `version` and not indexed, so the
+        reconciler embeds it again into this version's vectors; returns how many were marked."""
+        ...
+
     async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
         """Conversation turns whose extraction is unfinished, last changed before `older_than`, oldest first."""
         ...

@@ -437,6 +437,25 @@ class SqlRecordStore(ABC):
 
         return await self._read(count())
 
+    async def other_embedding_versions(self, version: str) -> list[str]:
+        def versions() -> Program[list[str]]:
+            rows = (
+                yield q("SELECT DISTINCT embedding_version FROM memories WHERE embedding_version <> %s", (version,))
+            ).rows
+            return sorted(str(r[0]) for r in rows)
+
+        return await self._read(versions())
+
+    async def reembed_as(self, version: str) -> int:
+        def mark() -> Program[int]:
+            result = yield q(
+                "UPDATE memories SET embedding_version = %s, indexed = 0 WHERE embedding_version <> %s",
+                (version, version),
+            )
+            return result.rowcount
+
+        return await self._write(mark())
+
     async def pending_extractions(self, limit: int, older_than: float) -> list[StoredMemory]:
         return await self._read(
             self._memories(

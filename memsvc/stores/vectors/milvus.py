@@ -46,6 +46,19 @@ _FAILURES = (MilvusException, RpcError)
 
 _MAX_TAGS = 32
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def collection_prefix(embedding_version: str) -> str:
+    """The name every collection of an embedding version starts with."""
+    return "memsvc_" + _NAME_SAFE.sub("_", embedding_version).lower()
+
+
+def version_collection(prefix: str, name: str) -> bool:
+    """Whether collection `name` belongs to the version of `prefix`: its partition-key collection
+    or one of its shard collections (prefixes nest: "..._1" is the start of "..._1_int8_pk")."""
+    return re.fullmatch(re.escape(prefix) + r"_(pk|s\d{4})", name) is not None
+
+
 # A collection property whose only purpose is to change: altering it expires the proxies' cache.
 _CACHE_EPOCH = "memsvc.cache_epoch"
 
@@ -211,7 +224,7 @@ class MilvusVectorIndex:
         self._partition_key_partitions = partition_key_partitions
         self._embedded = embedded
         self._flush_delay_s = flush_delay_s
-        self._prefix = "memsvc_" + _NAME_SAFE.sub("_", embedding_version).lower()
+        self._prefix = collection_prefix(embedding_version)
         self._placement: Placement = (
             PartitionKeyPlacement(f"{self._prefix}_pk")
             if placement == "partition_key"
@@ -672,6 +685,19 @@ class MilvusVectorIndex:
             self._ready_partitions.discard((location.collection, partition))
 
         await self._call(drop)
+
+    async def drop_version(self, embedding_version: str) -> list[str]:
+        if embedding_version == self._version:
+            raise ValueError("refusing to drop the vectors this index serves")
+        prefix = collection_prefix(embedding_version)
+
+        def drop() -> list[str]:
+            names = [n for n in self._api.list_collections() if version_collection(prefix, n)]
+            for name in names:
+                self._api.drop_collection(name)
+            return names
+
+        return await self._call(drop)
 
     async def count(self, namespace: Namespace) -> int:
         location = await self._locate(namespace.digest, create=False)

@@ -165,6 +165,10 @@ class EmbeddedMilvus:
 
         self._run(create)
 
+    def drop_collection(self, collection_name: str, **_: Any) -> None:
+        """Closes the collection and deletes its files."""
+        self._run(lambda db: db.drop_collection(collection_name))
+
     def load_collection(self, collection_name: str, **_: Any) -> None:
         self._on_collection(collection_name, lambda c: c.load())
 
