@@ -65,3 +65,47 @@ def test_writes_searches_and_deletes_use_the_configured_database(
         admin.close()
         loop_thread.run(index.close())
         loop_thread.run(store.close())
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_dropping_another_embedding_version_leaves_this_versions_vectors(
+    loop_thread: LoopThread, milvus_server: MilvusServer, tmp_path: Path, placement: str
+) -> None:
+    admin = MilvusClient(uri=milvus_server.uri)
+    if DATABASE not in admin.list_databases():
+        admin.create_database(DATABASE)
+    store = SqliteRecordStore(tmp_path / "records.db")
+    loop_thread.run(store.migrate())
+
+    def index_of(version: str) -> MilvusVectorIndex:
+        return MilvusVectorIndex(
+            connect_milvus(milvus_server.uri, db_name=DATABASE),
+            embedding_version=version,
+            dimension=16,
+            placement=placement,
+            registry=store,
+            embedded=False,
+        )
+
+    # The new version's collection names start with the old one's: only the old ones go.
+    old, new = index_of("db@1"), index_of("db@1+int8")
+    in_database = MilvusClient(uri=milvus_server.uri, db_name=DATABASE)
+    try:
+        loop_thread.run(old.upsert(ALICE, [item("a1", 1)]))
+        loop_thread.run(new.upsert(ALICE, [item("a1", 1), item("a2", 2)]))
+        before = set(in_database.list_collections())
+        dropped = loop_thread.run(new.drop_version("db@1"))
+        assert dropped and all(name.startswith("memsvc_db_1_") and "int8" not in name for name in dropped)
+        assert set(in_database.list_collections()) == before - set(dropped)
+        hits = loop_thread.run(new.search(ALICE, item("a2", 2).vector, 5, MemoryFilter()))
+        assert [h.memory_id for h in hits][:1] == ["a2"] and len(hits) == 2
+        with pytest.raises(ValueError, match="serves"):
+            loop_thread.run(new.drop_version("db@1+int8"))
+    finally:
+        for name in in_database.list_collections():
+            in_database.drop_collection(name)
+        in_database.close()
+        admin.close()
+        loop_thread.run(old.close())
+        loop_thread.run(new.close())
+        loop_thread.run(store.close())
