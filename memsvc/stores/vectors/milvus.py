@@ -694,7 +694,12 @@ class MilvusVectorIndex:
         def drop() -> list[str]:
             names = [n for n in self._api.list_collections() if version_collection(prefix, n)]
             for name in names:
-                self._api.drop_collection(name)
+                try:
+                    self._api.drop_collection(name)
+                except MilvusException:
+                    if self._api.has_collection(name):
+                        raise
+                    # another worker or replica adopting the new version dropped it first
             return names
 
         return await self._call(drop)
