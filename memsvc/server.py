@@ -303,6 +303,7 @@ async def build_components(
         extractor=build_extractor(settings),
         summarizer=ExtractiveSummarizer(),
         limits=limits,
+        indexer=indexer,
     )
     reconciler = Reconciler(store, index, embedder, codec, indexer, settings.reconcile_min_age_s, conversations)
     return Components(

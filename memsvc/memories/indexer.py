@@ -67,6 +67,14 @@ class Indexer:
     def embedding_version(self) -> str:
         return self._index.embedding_version
 
+    async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of these memories that the index holds (none while it is down)."""
+        try:
+            return await self._index.vectors(namespace, memory_ids)
+        except MemsvcError as exc:
+            log.debug("stored vectors unavailable: %s", exc.message)
+            return {}
+
     async def index(
         self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], texts: Sequence[str] = ()
     ) -> None:

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import timestamp_pb2
 
+from memsvc.domain.models import Namespace
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
 from tests.e2e.test_core import all_filter, error_of, query
@@ -249,6 +251,41 @@ def test_a_session_summary_quotes_its_distinctive_turns_and_grows_with_the_sessi
     )
     assert [v.change for v in history.versions] == [memory_pb2.MEMORY_CHANGE_CREATE, memory_pb2.MEMORY_CHANGE_UPDATE]
     assert "source_memory_ids" in history.versions[1].changed_fields
+
+
+def test_a_summary_of_quotes_gets_its_vector_from_the_quoted_turns_not_from_the_model(
+    server: RunningServer, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedded: list[str] = []
+    real_embed = embedder.embed
+
+    async def recording_embed(texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return await real_embed(texts)
+
+    monkeypatch.setattr(embedder, "embed", recording_embed)
+    response = add_conversation(server, "mel", "s1", SESSION)
+    summary = response.summary
+    assert summary.content not in embedded  # nor refreshed below
+    namespace = Namespace("acme", "default", "development", "mel")
+    ids = list(summary.source_memory_ids)
+    stored = server.run(server.components.index.vectors(namespace, [summary.id, *ids]))
+    quotes = summary.content.splitlines()[1:]
+    words = [len(line.split(": ", 1)[1].split()) for line in quotes]
+    composed = sum(w * stored[i] for i, w in zip(ids, words, strict=True))
+    composed = composed / np.linalg.norm(composed)
+    assert float(np.dot(stored[summary.id], composed)) > 0.9999
+    # Close to what the model makes of the summary's text, which it replaces.
+    assert float(np.dot(stored[summary.id], embedder.encode([summary.content])[0])) > 0.8
+    # A refreshed summary too.
+    more = [turn("We adopted a puppy named Biscuit from the shelter in Portland.", "Melanie", at=MAY_8_2023 + 60)]
+    grown = add_conversation(server, "mel", "s1", more, first=len(SESSION))
+    assert grown.summary.content != summary.content and grown.summary.content not in embedded
+    # A quoted turn the index lacks (an outage, say): the model embeds the summary's text.
+    server.run(server.components.index.delete(namespace, [m.id for m in response.turns]))
+    last = [turn("Biscuit now sleeps on my running shoes every night.", "Melanie", at=MAY_8_2023 + 70)]
+    again = add_conversation(server, "mel", "s1", last, first=len(SESSION) + 1)
+    assert again.summary.content != grown.summary.content and again.summary.content in embedded
 
 
 def test_what_a_crash_left_underived_is_finished_by_the_reconciler(

@@ -134,11 +134,14 @@ class WritePath:
         items: list[NewMemory],
         deadline: Deadline,
         origin: WriteOrigin = WriteOrigin.CALLER,
+        given_vectors: Sequence[Vector | None] = (),
     ) -> list[AddResult]:
         """Store new memories; repeats confirm an existing memory, contradictions supersede older ones.
 
         One walk: every item is drafted in order (replay, repeat, or a new sealed row), the new
-        rows and their versions are stored in one transaction, then indexed.
+        rows and their versions are stored in one transaction, then indexed. `given_vectors`
+        (aligned with `items`) are vectors the server already holds for an item; the others
+        are embedded.
         """
         require(principal, Permission.WRITE)
         now = time.time()
@@ -151,9 +154,15 @@ class WritePath:
             for r in await deadline.run(self._store.fetch_by_idempotency_keys(namespace, keys), "the record store")
         }
         # A replayed item keeps its stored row and vector: only the others are embedded.
-        fresh = [k for k, i in enumerate(items) if i.idempotency_key not in replayed]
-        embedded = await deadline.run(self._embedder.embed([items[k].embedding_text for k in fresh]), "the embedder")
         vectors: list[Vector] = [np.empty(0, dtype=np.float32)] * len(items)
+        fresh: list[int] = []
+        for k, item in enumerate(items):
+            given = given_vectors[k] if given_vectors else None
+            if given is not None:
+                vectors[k] = given
+            elif item.idempotency_key not in replayed:
+                fresh.append(k)
+        embedded = await deadline.run(self._embedder.embed([items[k].embedding_text for k in fresh]), "the embedder")
         for k, vector in zip(fresh, embedded, strict=True):
             vectors[k] = vector
         reviewed = origin.reviewed
@@ -418,7 +427,9 @@ class WritePath:
         changes: MemoryChanges,
         deadline: Deadline,
         description: str = "",
+        vector: Vector | None = None,
     ) -> Memory:
+        """Apply `changes`; the memory is embedded again unless its new `vector` is given."""
         require(principal, Permission.WRITE)
         validate_changes(user_id, memory_id, changes, self._limits)
         namespace = Namespace.of(principal, user_id)
@@ -444,8 +455,12 @@ class WritePath:
             columns["expires_at"] = changes.expires_at or None
         if changes.source_ids is not None:
             columns["source_ids"] = changes.source_ids
-        vectors = await deadline.run(
-            self._embedder.embed([embedding_text(content, memory.speaker_name)]), "the embedder"
+        vectors = (
+            [vector]
+            if vector is not None
+            else await deadline.run(
+                self._embedder.embed([embedding_text(content, memory.speaker_name)]), "the embedder"
+            )
         )
         now = time.time()
         fields = [f for f in ("content", "tags", "tier", "importance", "metadata") if getattr(changes, f) is not None]

@@ -26,6 +26,10 @@ _QUOTE_CHARS = 220
 class SessionSummary:
     content: str
     source_ids: tuple[str, ...]
+    # When the summary is made of its sources' own words: how many words of it each source is.
+    # Its vector is then composed from theirs (ConversationPath), as mean pooling would weigh
+    # them, instead of running the model once more over the whole summary.
+    quoted_words: tuple[int, ...] = ()
 
 
 class SessionSummarizer(Protocol):
@@ -77,7 +81,10 @@ class ExtractiveSummarizer:
         first, last = _day(turns[0].at), _day(turns[-1].at)
         when = first if first == last else f"{first} to {last}"
         lines = [f"Conversation {session_id} on {when} between {' and '.join(speakers)}:"]
+        quoted: list[int] = []
         for k in chosen:
             turn = turns[k].turn
-            lines.append(f"{turn.speaker_name or turn.role.value}: {_quote(turn.content)}")
-        return SessionSummary("\n".join(lines), tuple(turns[k].memory_id for k in chosen))
+            quote = _quote(turn.content)
+            lines.append(f"{turn.speaker_name or turn.role.value}: {quote}")
+            quoted.append(len(quote.split()))
+        return SessionSummary("\n".join(lines), tuple(turns[k].memory_id for k in chosen), tuple(quoted))
