@@ -48,6 +48,9 @@ def test_writes_searches_and_deletes_use_the_configured_database(
         loop_thread.run(index.upsert(ALICE, [item("a1", 1), item("a2", 2)]))
         hits = loop_thread.run(index.search(ALICE, item("a1", 1).vector, 5, MemoryFilter()))
         assert [h.memory_id for h in hits][:1] == ["a1"] and len(hits) == 2
+        # The stored vectors of writes just acknowledged, read back as searches see them.
+        stored = loop_thread.run(index.vectors(ALICE, ["a1", "a2", "missing"]))
+        assert set(stored) == {"a1", "a2"} and np.allclose(stored["a2"], item("a2", 2).vector, atol=1e-6)
         # The refresh a proxy whose cache missed a new partition gets (tests/unit/
         # test_partition_cache_refresh.py): accepted by the server, in this database, harmless.
         collection = in_database.list_collections()[0]

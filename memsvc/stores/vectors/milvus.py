@@ -605,6 +605,9 @@ class MilvusVectorIndex:
             return {}
         ids = list(memory_ids)
         kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
+        # The vectors of the caller's own acknowledged writes, as searches see them (a session
+        # summary is composed from the vectors of turns stored a moment before).
+        kwargs.update(await self._search_consistency(namespace.digest))
         if location.namespace_term is not None:
             # A shared collection: only rows of this namespace, whatever ids were asked for.
             expression = f"({location.namespace_term}) and id in [{', '.join(quote(i) for i in ids)}]"
