@@ -262,7 +262,8 @@ class ConversationPath:
         found = await self._indexer.vectors(namespace, summary.source_ids)
         if any(i not in found for i in summary.source_ids):
             return None
-        total = sum((w * found[i] for i, w in zip(summary.source_ids, summary.quoted_words, strict=True)), np.zeros(1))
+        weights = np.asarray(summary.quoted_words, dtype=np.float32)
+        total = weights @ np.vstack([found[i] for i in summary.source_ids])
         norm = float(np.linalg.norm(total))
         return None if norm == 0.0 else (total / norm).astype(np.float32)
 
