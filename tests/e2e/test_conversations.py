@@ -44,6 +44,19 @@ def add_conversation(s: RunningServer, user: str, session: str, turns: list[Any]
     return s.writes.AddConversation(request, metadata=s.md)
 
 
+def record_embeds(embedder: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the shared model embeds from now on, in order."""
+    embedded: list[str] = []
+    real_embed = embedder.embed
+
+    async def recording_embed(texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return await real_embed(texts)
+
+    monkeypatch.setattr(embedder, "embed", recording_embed)
+    return embedded
+
+
 # Chatter around the exchange under test, so that a query cannot return everything.
 CHATTER = [
     "I started a pottery class on Tuesdays and made a lopsided bowl.",
@@ -123,14 +136,7 @@ def test_a_resent_session_embeds_only_its_new_turns(
     server: RunningServer, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     add_conversation(server, "mel", "s1", PETS[:2])
-    embedded: list[str] = []
-    real_embed = embedder.embed
-
-    async def recording_embed(texts: list[str]) -> Any:
-        embedded.extend(texts)
-        return await real_embed(texts)
-
-    monkeypatch.setattr(embedder, "embed", recording_embed)
+    embedded = record_embeds(embedder, monkeypatch)
     again = add_conversation(server, "mel", "s1", PETS)
     assert [r.outcome for r in again.turn_results][:2] == [write_service_pb2.WRITE_OUTCOME_IDEMPOTENT_REPLAY] * 2
     assert f"Caroline: {PETS[2].content}" in embedded
@@ -256,14 +262,7 @@ def test_a_session_summary_quotes_its_distinctive_turns_and_grows_with_the_sessi
 def test_a_summary_of_quotes_gets_its_vector_from_the_quoted_turns_not_from_the_model(
     server: RunningServer, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    embedded: list[str] = []
-    real_embed = embedder.embed
-
-    async def recording_embed(texts: list[str]) -> Any:
-        embedded.extend(texts)
-        return await real_embed(texts)
-
-    monkeypatch.setattr(embedder, "embed", recording_embed)
+    embedded = record_embeds(embedder, monkeypatch)
     response = add_conversation(server, "mel", "s1", SESSION)
     summary = response.summary
     assert summary.content not in embedded  # nor refreshed below
