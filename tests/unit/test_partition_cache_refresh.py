@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pymilvus.exceptions import MilvusException
 
 from memsvc.stores.vectors.milvus import MilvusVectorIndex
@@ -59,3 +60,29 @@ def test_a_proxy_that_catches_up_by_itself_is_not_altered() -> None:
     proxy = LaggingProxy()
     index_on(proxy)._load_new_partition("memsvc_raw_1_0", "p_new")
     assert proxy.altered == [] and proxy.loads == 2
+
+
+def test_a_load_racing_another_writers_partition_creation_is_retried() -> None:
+    # Each partition creation drops the proxy's cached collection entry; a load-progress lookup
+    # racing it answered "can't find collection name" (Milvus 2.3.5).
+    class RacingProxy(StaleProxy):
+        def load_partitions(self, collection: str, partitions: list[str], timeout: float | None = None) -> None:
+            self.loads += 1
+            if self.loads < 2:
+                raise MilvusException(65535, f"can't find collection name default:{collection}")
+
+    proxy = RacingProxy()
+    index_on(proxy)._load_new_partition("memsvc_raw_1_s0000", "p_new")
+    assert proxy.altered == [] and proxy.loads == 2
+
+
+def test_other_load_failures_are_not_retried() -> None:
+    class BrokenProxy(StaleProxy):
+        def load_partitions(self, collection: str, partitions: list[str], timeout: float | None = None) -> None:
+            self.loads += 1
+            raise MilvusException(65535, "out of memory")
+
+    proxy = BrokenProxy()
+    with pytest.raises(MilvusException, match="out of memory"):
+        index_on(proxy)._load_new_partition("memsvc_raw_1_s0000", "p_new")
+    assert proxy.loads == 1

@@ -406,6 +406,11 @@ class MilvusVectorIndex:
         saw "partition not found" for the whole 10 s). Past the first retries the index makes
         that DDL itself: a collection property changed to a new value, which expires every
         proxy's cache of the collection.
+
+        And while other writers create partitions of the same collection, each creation drops
+        the proxy's cached entry of the collection; a load-progress lookup racing that drop
+        failed with "can't find collection name" (one clean-clone CI run here, four writers
+        creating partitions at once). It is the same transient state, retried the same way.
         """
         deadline = time.monotonic() + (self.call_timeout_s or 10.0)
         pause_s = 0.05
@@ -420,7 +425,8 @@ class MilvusVectorIndex:
                     return
                 raise
             except MilvusException as exc:
-                if "not found" not in str(exc) or time.monotonic() + pause_s > deadline:
+                transient = "not found" in str(exc) or "can't find collection" in str(exc)
+                if not transient or time.monotonic() + pause_s > deadline:
                     raise
             if pause_s >= 0.2:
                 self._expire_proxy_cache(collection)
