@@ -105,10 +105,7 @@ class Indexer:
         """
         if not rows:
             return
-        try:
-            stored = await self._index.vectors(namespace, [row.id for row, _ in rows])
-        except MemsvcError:
-            stored = {}
+        stored = await self.vectors(namespace, [row.id for row, _ in rows])
         missing = [(row, content) for row, content in rows if row.id not in stored]
         if missing:
             fresh = await self._embedder.embed([content for _, content in missing])
