@@ -199,6 +199,14 @@ def extract_keywords(text: str) -> Keywords:
     )
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+
+
+def statements(text: str) -> str:
+    """The text without its questions: what it states. "Wow! What did you paint?" states "Wow!"."""
+    return " ".join(s for s in _SENTENCE_BREAK.split(" ".join(text.split())) if s and not s.endswith("?"))
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     if not a and not b:
         return 1.0

@@ -15,6 +15,7 @@ from memsvc.retrieval.applicability import (
     named_speaker,
     offline_applicability,
     pool_term_weights,
+    substance,
 )
 
 NS = Namespace("acme", "default", "development", "u1")
@@ -44,6 +45,20 @@ def test_a_memory_holding_the_questions_term_as_a_compound_scores_higher() -> No
     assert weights["destress"] > weights["melani"]
     scores = [offline_applicability(r, w, analysis, [], weights) for r, w in zip([answer, other], words, strict=True)]
     assert scores[0] > scores[1]
+
+
+def test_a_turn_that_states_something_outranks_one_that_only_reacts_and_asks() -> None:
+    query = "What has Melanie painted?"
+    analysis = analyse_offline(query, [], time.time())
+    terms = TermMatcher()
+    asks = ranked("a", "Melanie: Wow, that painting is awesome! What inspired you to paint it?")
+    states = ranked("b", "Melanie: Here is my horse painting, I did it last week on the old barn wall at the farm")
+    words = [terms.of(asks.memory.content), terms.of(states.memory.content)]
+    weights = pool_term_weights(query, words, terms)
+    assert substance("Wow! What inspired you? Was it hard?") == pytest.approx(1 / 25)
+    assert substance(states.memory.content) > substance(asks.memory.content)
+    scores = [offline_applicability(r, w, analysis, [], weights) for r, w in zip([asks, states], words, strict=True)]
+    assert scores[1] > scores[0]
 
 
 def spoken(memory_id: str, speaker: str, content: str) -> RankedMemory:
