@@ -88,6 +88,22 @@ def test_the_rules_extract_what_they_reliably_can_and_nothing_else() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "I love to.",  # no object
+        "Oh I love it too!",  # only a pronoun for what is loved
+        "I'll keep you posted on how it goes.",  # managing the conversation
+        "I will let you know when I hear back.",
+        "I'd love to try it sometime!",  # "try" that is no advice
+        "Excited to try this recipe out.",
+    ],
+)
+def test_the_rules_skip_sentences_that_say_nothing_on_their_own(content: str) -> None:
+    turns = [stored("Have you been to the new pottery studio?", "Caroline", n=1), stored(content, "Melanie", n=2)]
+    assert extract_by_rules(turns, []) == []
+
+
 def test_the_summary_quotes_distinctive_turns_in_order_and_skips_small_talk() -> None:
     turns = [
         stored("Hi there, how are you doing today?", "Ana", n=1),

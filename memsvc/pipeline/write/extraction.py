@@ -104,10 +104,40 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
         ),
     )
 )
+# "Try" and "consider" advise only as imperatives: "I'd love to try it" is no advice.
 _ADVICE = re.compile(
     r"\b(?:I(?:'d| would)?\s+(?:recommend|suggest)|you\s+(?:should|could|might want to|may want to|ought to)|"
-    r"(?:why not|how about)\s+\w+|(?:^|\s)(?:try|consider)\s+\w+)",
+    r"(?:maybe|perhaps)\s+you\s+can|(?:why not|how about)\s+\w+)|^(?:(?:maybe|just)\s+)?(?:try|consider)\s+\w+",
     re.IGNORECASE,
+)
+# Promises that only manage the conversation ("I'll keep you posted"): nothing to remember.
+_CONVERSATION_UPKEEP = re.compile(
+    r"\b(?:keep (?:you|u) (?:posted|updated|in the loop)|let (?:you|u) know|reach out|get back to (?:you|u)|"
+    r"talk (?:to (?:you|u) )?(?:soon|later)|catch up|see (?:you|u)|keep in touch|stay in touch)\b",
+    re.IGNORECASE,
+)
+# A sentence ending on one of these lacks its object ("I love to.", "I love it!").
+_DANGLING = frozenset(
+    [
+        "to",
+        "the",
+        "a",
+        "an",
+        "of",
+        "with",
+        "for",
+        "about",
+        "at",
+        "on",
+        "in",
+        "it",
+        "that",
+        "this",
+        "these",
+        "those",
+        "them",
+        "so",
+    ]
 )
 # Something the speaker did; extracted only when the sentence says when.
 _EVENT = re.compile(
@@ -176,7 +206,16 @@ def _sentences(content: str) -> list[str]:
 
 
 def _statement(sentence: str) -> bool:
-    return not sentence.endswith("?") and len(sentence.split()) >= _MIN_WORDS and len(sentence) <= _MAX_CHARS
+    """A sentence that can stand as a memory: not a question, long enough, and saying what it is about."""
+    words = re.sub(r"(?:\s+(?:too|as well|also))+\W*$", "", sentence).split()
+    last = re.sub(r"\W", "", words[-1]).lower() if words else ""
+    return (
+        not sentence.endswith("?")
+        and len(sentence.split()) >= _MIN_WORDS
+        and len(sentence) <= _MAX_CHARS
+        and last not in _DANGLING
+        and not _CONVERSATION_UPKEEP.search(sentence)
+    )
 
 
 def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
