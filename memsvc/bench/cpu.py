@@ -153,3 +153,20 @@ def group_of(thread_name: str | None) -> str:
         if thread_name.startswith(prefix):
             return group
     return "other Python threads"
+
+
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and its live descendants (a server's supervisor
+    and its workers); a child that already exited is not counted."""
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue  # ended meanwhile
+        total += (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+        pending += [int(c) for c in children]
+    return total

@@ -319,16 +319,27 @@ def _drive(
 
     from memsvc.v1 import query_service_pb2, query_service_pb2_grpc
 
-    channel = grpc.insecure_channel(address)
-    stub = query_service_pb2_grpc.QueryServiceStub(channel)  # type: ignore[no-untyped-call]  # generated, unannotated
     metadata = (("authorization", f"Bearer {api_key}"),)
     mode_name = f"QUERY_MODE_{mode.upper()}"
+    # A connection per client thread, each with its own subchannel pool (channels of one process
+    # otherwise share one), so that worker processes on one port (SO_REUSEPORT) each get a share.
+    local = threading.local()
+    channels: list[grpc.Channel] = []
+    channels_lock = threading.Lock()
+
+    def stub() -> Any:
+        if not hasattr(local, "stub"):
+            channel = grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+            with channels_lock:
+                channels.append(channel)
+            local.stub = query_service_pb2_grpc.QueryServiceStub(channel)  # type: ignore[no-untyped-call]  # generated
+        return local.stub
 
     def call(user: str, text: str) -> Sample:
         request = query_service_pb2.QueryRequest(user_id=user, query=text, limit=limit, mode=mode_name, skip_cache=True)
         started = time.perf_counter()
         try:
-            response = stub.Query(request, metadata=metadata, timeout=60)
+            response = stub().Query(request, metadata=metadata, timeout=60)
         except grpc.RpcError as exc:
             return Sample((time.perf_counter() - started) * 1000, {}, exc.code().name)
         elapsed = (time.perf_counter() - started) * 1000
@@ -357,7 +368,8 @@ def _drive(
         for f in [pool.submit(worker) for _ in range(concurrency)]:
             f.result()
         seconds = time.perf_counter() - started
-    channel.close()
+    for channel in channels:
+        channel.close()
     return DriveResult(out, seconds)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import random
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.cpu import CpuBreakdown
+from memsvc.bench.cpu import CpuBreakdown, process_tree_cpu
 from memsvc.bench.harness import (
     QUERY_MODES,
     BenchServer,
@@ -50,6 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="write the summary as JSON to this file")
     add_milvus_uri_argument(parser)
+    parser.add_argument(
+        "--address",
+        help="drive a running server (host:port) instead of starting one, such as `memsvc serve` with "
+        "MEMSVC_WORKERS over a --data-dir an earlier run loaded; latency and throughput only",
+    )
+    parser.add_argument("--api-key", help="with --address: a key of tenant `bench` that may read (or $MEMSVC_API_KEY)")
+    parser.add_argument(
+        "--server-pid", type=int, help="with --address: the server's process; its CPU and its workers' is reported"
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -214,7 +224,65 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
         print(f"  errors   {data['errors']}", file=out)
 
 
+def run_against(args: argparse.Namespace) -> int:
+    """Drive a server someone else started (`--address`): its latency, throughput and, with
+    `--server-pid`, the CPU of its process tree per query (warm-up included)."""
+    key = args.api_key or os.environ.get("MEMSVC_API_KEY", "")
+    if not key:
+        print("--address needs --api-key or MEMSVC_API_KEY", file=sys.stderr)
+        return 2
+    users = user_ids(args.users)
+    warmup, measured = query_requests(users, args.queries, args.embedding_cache, args.seed)
+    before = process_tree_cpu(args.server_pid) if args.server_pid else 0.0
+    result = drive_queries(
+        args.address,
+        key,
+        warmup,
+        measured,
+        concurrency=args.concurrency,
+        mode=args.mode,
+        limit=args.limit,
+        max_seconds=args.max_seconds,
+    )
+    summary = LatencySummary.of(result)
+    calls = len(warmup) + len(result.samples)
+    cpu_ms = (process_tree_cpu(args.server_pid) - before) * 1000 / calls if args.server_pid and calls else None
+    data: dict[str, Any] = {
+        "address": args.address,
+        "p50_ms": round(summary.p50_ms, 3),
+        "p95_ms": round(summary.p95_ms, 3),
+        "p99_ms": round(summary.p99_ms, 3),
+        "qps": round(summary.qps, 1),
+        "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
+        "server_cpu_ms_per_query": None if cpu_ms is None else round(cpu_ms, 3),
+        "users": args.users,
+        "concurrency": args.concurrency,
+        "mode": args.mode,
+        "embedding_cache": args.embedding_cache,
+        "queries": summary.count,
+        "errors": summary.errors,
+        "machine": machine(),
+    }
+    print(
+        f"query {args.mode} | the server at {args.address} | {args.users} users | concurrency {args.concurrency} | "
+        f"embedding cache {args.embedding_cache}"
+    )
+    print(
+        f"  latency  p50 {summary.p50_ms:.2f} ms  p95 {summary.p95_ms:.2f} ms  p99 {summary.p99_ms:.2f} ms  "
+        f"({summary.count} queries, {summary.qps:.1f} queries/s)"
+    )
+    if cpu_ms is not None:
+        print(f"  server CPU {cpu_ms:.2f} ms per query (process {args.server_pid} and its children)")
+    if summary.errors:
+        print(f"  errors   {summary.errors}")
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
+    return 0 if summary.count and not summary.errors else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.address:
+        return run_against(args)
     marker = {
         "users": args.users,
         "memories_per_user": args.memories_per_user,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -131,3 +132,43 @@ def test_more_than_one_worker_on_milvus_lite_is_refused_naming_the_setting(tmp_p
     )
     assert done.returncode == 2
     assert "workers > 1 needs a Milvus server" in done.stderr.decode()
+
+
+def test_bench_query_drives_worker_processes_over_a_connection_per_client(
+    milvus_server: MilvusServer, tmp_path: Path
+) -> None:
+    """`memsvc bench query --address` measures a server someone started, here two workers on one
+    port: each client thread has its own connection, so both workers serve."""
+    from memsvc.bench.harness import BENCH_DATABASE
+    from memsvc.cli import main
+
+    load = ["bench", "query", "--users", "2", "--memories-per-user", "20", "--queries", "5", "--floor-samples", "5"]
+    assert main([*load, "--milvus-uri", milvus_server.uri, "--data-dir", str(tmp_path / "w")]) == 0
+    metrics_port = free_port()
+    env = {
+        "MEMSVC_MILVUS_URI": milvus_server.uri,
+        "MEMSVC_MILVUS_DB_NAME": BENCH_DATABASE,
+        "MEMSVC_WORKERS": "2",
+        "MEMSVC_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
+        "MEMSVC_BOOTSTRAP_DEV_KEY": "false",
+    }
+    token = memsvc(
+        ["keys", "create", "--tenant", "bench", "--permissions", "read"],
+        {**env, "MEMSVC_DATA_DIR": str(tmp_path / "w")},
+        tmp_path,
+    ).splitlines()[0]
+    server = Replica("w", tmp_path, env).start()
+    try:
+        wait_for(lambda: len(workers_serving(server.log)) == 2, 90, "both workers serving")
+        assert server.process is not None
+        out = tmp_path / "driven.json"
+        drive = ["bench", "query", "--address", server.address, "--api-key", token, "--users", "2"]
+        drive += ["--concurrency", "16", "--queries", "64", "--server-pid", str(server.process.pid)]
+        assert main([*drive, "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        assert data["queries"] == 64 and data["errors"] == {} and data["qps"] > 0
+        assert 0 < data["p50_ms"] <= data["p99_ms"]
+        assert data["server_cpu_ms_per_query"] > 0  # the supervisor's and both workers' CPU
+        assert queries_served(metrics_port) > 0 and queries_served(metrics_port + 1) > 0, "both workers answered"
+    finally:
+        assert server.stop() == 0
