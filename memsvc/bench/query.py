@@ -146,6 +146,26 @@ def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
     return {"total": per_query(cpu.seconds), "threads": threads, "stages": stages}
 
 
+def latency_fields(summary: LatencySummary) -> dict[str, Any]:
+    """What the client measured: latency percentiles, throughput, stage p50s, calls, errors."""
+    return {
+        "p50_ms": round(summary.p50_ms, 3),
+        "p95_ms": round(summary.p95_ms, 3),
+        "p99_ms": round(summary.p99_ms, 3),
+        "qps": round(summary.qps, 1),
+        "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
+        "queries": summary.count,
+        "errors": summary.errors,
+    }
+
+
+def latency_line(data: dict[str, Any]) -> str:
+    return (
+        f"  latency  p50 {data['p50_ms']:.2f} ms  p95 {data['p95_ms']:.2f} ms  p99 {data['p99_ms']:.2f} ms  "
+        f"({data['queries']} queries, {data['qps']:.1f} queries/s)"
+    )
+
+
 def report(
     summary: LatencySummary,
     floor: Floor,
@@ -158,13 +178,9 @@ def report(
     embedding_cache: str,
 ) -> dict[str, Any]:
     return {
-        "p50_ms": round(summary.p50_ms, 3),
-        "p95_ms": round(summary.p95_ms, 3),
-        "p99_ms": round(summary.p99_ms, 3),
-        "qps": round(summary.qps, 1),
+        **latency_fields(summary),
         "floor_p50_ms": round(floor.p50_ms, 3),
         "ratio_p50": round(summary.p50_ms / floor.p50_ms, 3) if floor.p50_ms > 0 else None,
-        "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
         "server_p50_ms": round(summary.server_p50_ms, 3),
         # CPU the server process spent per measured query (all its threads): unlike latency, this
         # does not grow when other processes share the cores.
@@ -174,8 +190,6 @@ def report(
         "concurrency": concurrency,
         "mode": mode,
         "embedding_cache": embedding_cache,
-        "queries": summary.count,
-        "errors": summary.errors,
         "floor_ms": {
             "embed_p50": round(floor.embed_p50_ms, 3),
             "search_p50": round(floor.search_p50_ms, 3),
@@ -194,11 +208,7 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
         f"concurrency {data['concurrency']} | embedding cache {data['embedding_cache']}",
         file=out,
     )
-    print(
-        f"  latency  p50 {data['p50_ms']:.2f} ms  p95 {data['p95_ms']:.2f} ms  p99 {data['p99_ms']:.2f} ms  "
-        f"({data['queries']} queries, {data['qps']:.1f} queries/s)",
-        file=out,
-    )
+    print(latency_line(data), file=out)
     stages = data["stages_ms"]
     ordered = [s for s in STAGES if s in stages] + [s for s in stages if s not in STAGES]
     print("  stages p50  " + "  ".join(f"{s} {stages[s]:.2f}" for s in ordered) + " (ms)", file=out)
@@ -249,28 +259,19 @@ def run_against(args: argparse.Namespace) -> int:
     cpu_ms = (process_tree_cpu(args.server_pid) - before) * 1000 / calls if args.server_pid and calls else None
     data: dict[str, Any] = {
         "address": args.address,
-        "p50_ms": round(summary.p50_ms, 3),
-        "p95_ms": round(summary.p95_ms, 3),
-        "p99_ms": round(summary.p99_ms, 3),
-        "qps": round(summary.qps, 1),
-        "stages_ms": {k: round(v, 3) for k, v in summary.stages_ms.items()},
+        **latency_fields(summary),
         "server_cpu_ms_per_query": None if cpu_ms is None else round(cpu_ms, 3),
         "users": args.users,
         "concurrency": args.concurrency,
         "mode": args.mode,
         "embedding_cache": args.embedding_cache,
-        "queries": summary.count,
-        "errors": summary.errors,
         "machine": machine(),
     }
     print(
         f"query {args.mode} | the server at {args.address} | {args.users} users | concurrency {args.concurrency} | "
         f"embedding cache {args.embedding_cache}"
     )
-    print(
-        f"  latency  p50 {summary.p50_ms:.2f} ms  p95 {summary.p95_ms:.2f} ms  p99 {summary.p99_ms:.2f} ms  "
-        f"({summary.count} queries, {summary.qps:.1f} queries/s)"
-    )
+    print(latency_line(data))
     if cpu_ms is not None:
         print(f"  server CPU {cpu_ms:.2f} ms per query (process {args.server_pid} and its children)")
     if summary.errors:
