@@ -159,6 +159,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 _TURN_FIELDS = {"role", "content", "name", "create_time", "time"}
+_TURN_ROLES = ("USER", "ASSISTANT", "SYSTEM")
 
 
 def read_turns(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -176,7 +177,11 @@ def read_turns(lines: Iterable[str]) -> list[dict[str, Any]]:
         unknown = set(raw) - _TURN_FIELDS
         if unknown:
             raise ValueError(f"line {number}: unknown field(s) {', '.join(sorted(unknown))}")
-        turn: dict[str, Any] = {"content": raw["content"], "role": f"ROLE_{str(raw.get('role', 'user')).upper()}"}
+        # "user" or "ROLE_USER", as the API spells it.
+        role = str(raw.get("role", "user")).upper().removeprefix("ROLE_")
+        if role not in _TURN_ROLES:
+            raise ValueError(f"line {number}: role must be one of {', '.join(r.lower() for r in _TURN_ROLES)}")
+        turn: dict[str, Any] = {"content": raw["content"], "role": f"ROLE_{role}"}
         if raw.get("name"):
             turn["name"] = raw["name"]
         if raw.get("time") or raw.get("create_time"):

@@ -76,6 +76,14 @@ def test_add_conversation_from_a_jsonl_file(live_server: LiveServer, tmp_path: P
     session.write_text('{"content": "fine"}\nnot json\n')
     bad = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
     assert bad.returncode == 2 and "line 2: not JSON" in bad.stderr
+    session.write_text('{"role": "ROLE_ASSISTANT", "content": "Roles as the API spells them work too."}\n')
+    added_again = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s2", str(session))
+    spelled = json.loads(added_again.stdout)
+    assert spelled["turns"][0]["role"] == "ROLE_ASSISTANT"
+    session.write_text('{"role": "robot", "content": "beep"}\n')
+    bad = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
+    assert bad.returncode == 2 and "line 1: role must be one of user, assistant, system" in bad.stderr
+    assert "Traceback" not in bad.stderr
     session.write_text('{"content": "fine", "time": "2999-01-01T00:00:00Z"}\n')
     future = cli(live_server, "add-conversation", "--user", "quinn", "--session", "s1", str(session), check=False)
     assert "INVALID_ARGUMENT" in future.stderr and "turns[0].create_time" in future.stderr
