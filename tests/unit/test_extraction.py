@@ -89,6 +89,25 @@ def test_the_rules_extract_what_they_reliably_can_and_nothing_else() -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "kind", "told"),
+    [
+        ("I just signed up for a pottery class.", MemoryKind.FACT, "Mel just signed up for a pottery class."),
+        (
+            "I finally decided to open my own studio.",
+            MemoryKind.DECISION,
+            "Mel finally decided to open Mel's own studio.",
+        ),
+        ("I actually love hiking.", MemoryKind.PREFERENCE, "Mel actually loves hiking."),
+    ],
+)
+def test_an_adverb_between_i_and_the_verb_does_not_hide_the_statement(
+    content: str, kind: MemoryKind, told: str
+) -> None:
+    (found,) = extract_by_rules([stored(content, "Mel", n=1)], [])
+    assert (found.kind, found.content) == (kind, told)
+
+
+@pytest.mark.parametrize(
     "content",
     [
         "I love to.",  # no object

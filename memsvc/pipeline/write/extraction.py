@@ -69,7 +69,10 @@ _LEAD = re.compile(
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FEELING = r"(?:love|like|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand)"
-_ADVERBS = r"(?:(?:really|absolutely|just|totally|also|still|truly|honestly|definitely|kind of|sort of)\s+)*"
+_ADVERBS = (
+    r"(?:(?:really|absolutely|just|totally|also|still|truly|honestly|definitely|finally|recently|actually|"
+    r"already|kind of|sort of)\s+)*"
+)
 _RELATIONS = (
     r"name|wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|son|daughter|kids?|children|child|mom|mum|mother|"
     r"dad|father|sister|brother|siblings?|friend|best friend|dog|cat|puppy|kitten|pets?|family|parents|"
@@ -85,7 +88,8 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
         ),
         (r"^my\s+favou?rite\b", MemoryKind.PREFERENCE),
         (
-            r"^I(?:'ve| have)\s+(?:decided|chosen|picked|opted)\b|^I\s+(?:decided|chose|picked|opted)\b",
+            rf"^I(?:'ve| have)\s+{_ADVERBS}(?:decided|chosen|picked|opted)\b|"
+            rf"^I\s+{_ADVERBS}(?:decided|chose|picked|opted)\b",
             MemoryKind.DECISION,
         ),
         (
@@ -96,7 +100,7 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
         (
             r"^I(?:'m| am)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
             r"engaged|pregnant|retired|vegan|vegetarian|allergic)|"
-            r"^I\s+(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
+            rf"^I\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
             r"signed up|enrolled|volunteer|teach|own|run)\b|"
             r"^I(?:'ve| have)\s+(?:got\s+)?(?:an?|two|three|four|five|\d+)\s+\w+|^I(?:'ve| have)\s+been\s+\w+ing\b|"
             rf"^my\s+(?:{_RELATIONS})\b",
