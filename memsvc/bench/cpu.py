@@ -130,11 +130,9 @@ class ThreadCpu:
         for task in Path("/proc/self/task").iterdir():
             tid = int(task.name)
             try:
-                # Fields after the command's closing parenthesis: utime and stime are 14 and 15.
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                seconds[tid] = (group_of(names.get(tid)), stat_cpu_seconds(task / "stat"))
             except OSError:
                 continue  # the thread ended between the listing and the read
-            seconds[tid] = (group_of(names.get(tid)), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
         return cls(seconds)
 
     def since(self, before: ThreadCpu) -> dict[str, float]:
@@ -155,6 +153,13 @@ def group_of(thread_name: str | None) -> str:
     return "other Python threads"
 
 
+def stat_cpu_seconds(stat: Path) -> float:
+    """User and system CPU seconds from a /proc `stat` file (of a process or a thread)."""
+    # Fields after the command's closing parenthesis: utime and stime are 14 and 15.
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def process_tree_cpu(pid: int) -> float:
     """CPU seconds used so far by process `pid` and its live descendants (a server's supervisor
     and its workers); a child that already exited is not counted."""
@@ -163,10 +168,10 @@ def process_tree_cpu(pid: int) -> float:
     while pending:
         current = pending.pop()
         try:
-            stat = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            seconds = stat_cpu_seconds(Path(f"/proc/{current}/stat"))
             children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
         except OSError:
             continue  # ended meanwhile
-        total += (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+        total += seconds
         pending += [int(c) for c in children]
     return total

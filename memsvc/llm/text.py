@@ -202,9 +202,14 @@ def extract_keywords(text: str) -> Keywords:
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
+def sentences(text: str) -> list[str]:
+    """The text's sentences, each ending on its own ".", "!" or "?", whitespace collapsed."""
+    return [s for s in _SENTENCE_BREAK.split(" ".join(text.split())) if s]
+
+
 def statements(text: str) -> str:
     """The text without its questions: what it states. "Wow! What did you paint?" states "Wow!"."""
-    return " ".join(s for s in _SENTENCE_BREAK.split(" ".join(text.split())) if s and not s.endswith("?"))
+    return " ".join(s for s in sentences(text) if not s.endswith("?"))
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

@@ -18,6 +18,7 @@ from typing import Protocol
 from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryKind, Role, SpokenTurn
 from memsvc.llm.dates import resolve_date_phrase
+from memsvc.llm.text import sentences
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,6 @@ _LEAD = re.compile(
     r"anyway|omg|ok|okay|sure|right|true|totally|exactly|definitely|thanks|thank you)\b[\s,!.:-]*)+",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _FEELING = r"(?:love|like|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand)"
 _ADVERBS = (
     r"(?:(?:really|absolutely|just|totally|also|still|truly|honestly|definitely|finally|recently|actually|"
@@ -201,7 +201,7 @@ def _with_dates(text: str, said_at: float) -> str:
 
 def _sentences(content: str) -> list[str]:
     out = []
-    for raw in _SENTENCE.split(" ".join(content.split())):
+    for raw in sentences(content):
         sentence = _LEAD.sub("", raw).strip()
         if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
             sentence = sentence[0].upper() + sentence[1:]

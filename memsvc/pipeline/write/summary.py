@@ -8,17 +8,15 @@ never makes it in. Each summary names the turns it quotes.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from memsvc.llm.text import content_words, named_entities
+from memsvc.llm.text import content_words, named_entities, sentences
 from memsvc.pipeline.write.extraction import StoredTurn
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _QUOTE_CHARS = 220
 
 
@@ -46,7 +44,7 @@ def _day(at: float) -> str:
 def _quote(content: str) -> str:
     """The turn's first sentences, up to a quote's length."""
     out = ""
-    for sentence in _SENTENCE_END.split(" ".join(content.split())):
+    for sentence in sentences(content):
         if out and len(out) + len(sentence) > _QUOTE_CHARS:
             break
         out = f"{out} {sentence}".strip()
