@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from memsvc import eventloop
 from memsvc.config import Settings, load_settings
 from memsvc.domain.models import Permission
 from memsvc.pipeline.context import QueryMode
@@ -68,7 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from memsvc.workers import Supervisor
 
         return Supervisor(settings, workers).run()
-    asyncio.run(run_server(settings))
+    eventloop.run(run_server(settings))
     return 0
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
+from memsvc import eventloop
 from memsvc.bootstrap import bootstrap_dev_key, dev_key_banner, local_secrets
 from memsvc.config import Settings
 from memsvc.keys import ApiKeys
@@ -86,7 +87,7 @@ def serve_worker(settings: Settings, index: int) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker-{index} %(name)s: %(message)s")
     for chatty in ("milvus_lite", "faiss"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
-    asyncio.run(run_server(settings, worker=index))
+    eventloop.run(run_server(settings, worker=index))
 
 
 @dataclass

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from memsvc import eventloop
 from memsvc.config import Settings
 from memsvc.domain.models import Permission
 from memsvc.server import Components, Service, build_components
@@ -32,7 +33,7 @@ class LoopThread:
     """An asyncio loop in a daemon thread: servers live there, tests stay synchronous."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = eventloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="test-loop")
         self._thread.start()
 

@@ -22,6 +22,7 @@ import numpy as np
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor
 
+from memsvc import eventloop
 from memsvc.bench.cpu import ServerCpu
 from memsvc.bench.synthetic import memory_texts
 from memsvc.pipeline.context import QueryMode
@@ -70,7 +71,7 @@ class LoopThread:
     """An asyncio loop in a daemon thread: the server lives there, the benchmark stays synchronous."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = eventloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="bench-loop")
         self._thread.start()
 
