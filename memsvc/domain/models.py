@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 
@@ -76,12 +77,13 @@ class Namespace:
     environment: str
     user_id: str
 
-    @property
+    # Cached: every stage names the namespace by its digest (partitions, rows, cache keys).
+    @cached_property
     def key(self) -> str:
         # The unit separator cannot appear in validated identifiers, so the join is unambiguous.
         return "\x1f".join((self.tenant, self.project, self.environment, self.user_id))
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """A stable, opaque name for the namespace, safe for index names and cache keys."""
         return hashlib.sha256(self.key.encode()).hexdigest()[:32]
@@ -101,7 +103,7 @@ def utc_from_s(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory:
     """A decrypted memory as the domain sees it. Times are UNIX seconds (UTC)."""
 
@@ -150,7 +152,7 @@ class Memory:
         return embedding_text(self.content, self.speaker_name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredMemory:
     """A memory as the record store keeps it: content and metadata only as ciphertext."""
 
@@ -331,7 +333,7 @@ class MemoryChanges:
     source_ids: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoreBreakdown:
     semantic: float = 0.0
     recency: float = 0.0
@@ -353,7 +355,7 @@ class ScoreBreakdown:
     term_coverage: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankedMemory:
     memory: Memory
     score: float

@@ -13,7 +13,7 @@ from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.records.base import MemoryRecords
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hydrated:
     """A candidate with its row. `sealed` holds the row when the content is not decrypted yet."""
 

@@ -10,7 +10,7 @@ from memsvc.pipeline.context import QueryPlan
 from memsvc.stores.vectors.base import VectorIndex
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A recalled memory id with what each channel said about it."""
 

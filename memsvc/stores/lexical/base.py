@@ -32,7 +32,7 @@ class LexicalDoc:
     length: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LexicalHit:
     memory_id: str
     score: float  # BM25: comparable within one query's hits only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from memsvc.domain.models import (
@@ -32,35 +33,48 @@ API_KEY_COLUMNS = (
 )
 
 
+# Rows decode in the record store's thread for every candidate of every query: enum members by
+# plain lookup (an Enum call costs ten times more) and the empty JSON values without the parser.
+_ROLES = MappingProxyType({m.value: m for m in Role})
+_KINDS = MappingProxyType({m.value: m for m in MemoryKind})
+_TIERS = MappingProxyType({m.value: m for m in Tier})
+_STATUSES = MappingProxyType({m.value: m for m in RetentionStatus})
+
+
+def _strings(text: str) -> tuple[str, ...]:
+    return () if text == "[]" else tuple(json.loads(text))
+
+
 def memory_from_row(row: Sequence[Any]) -> StoredMemory:
+    last_accessed_at, expires_at, score_reasons = row[15], row[25], row[27]
     return StoredMemory(
         id=row[0],
         namespace=Namespace(row[1], row[2], row[3], row[4]),
         ciphertext=bytes(row[5]),
-        role=Role(row[6]),
-        kind=MemoryKind(row[7]),
-        tags=tuple(json.loads(row[8])),
+        role=_ROLES[row[6]],
+        kind=_KINDS[row[7]],
+        tags=_strings(row[8]),
         session_id=row[9],
         importance=float(row[10]),
-        tier=Tier(row[11]),
+        tier=_TIERS[row[11]],
         created_at=float(row[12]),
         updated_at=float(row[13]),
         usage_count=int(row[14]),
-        last_accessed_at=None if row[15] is None else float(row[15]),
+        last_accessed_at=None if last_accessed_at is None else float(last_accessed_at),
         quality=float(row[16]),
         consistency=float(row[17]),
         decay=float(row[18]),
-        retention_status=RetentionStatus(row[19]),
+        retention_status=_STATUSES[row[19]],
         embedding_version=row[20],
         superseded_by=row[21],
         idempotency_key=row[22] or "",
         indexed=bool(row[23]),
         revision=int(row[24]),
-        expires_at=None if row[25] is None else float(row[25]),
+        expires_at=None if expires_at is None else float(expires_at),
         confirmation_count=int(row[26]),
-        score_reasons=json.loads(row[27] or "{}"),
+        score_reasons=json.loads(score_reasons) if score_reasons and score_reasons != "{}" else {},
         vitality=float(row[28]),
-        source_ids=tuple(json.loads(row[29])),
+        source_ids=_strings(row[29]),
         extraction_pending=bool(row[30]),
         stale=bool(row[31]),
     )

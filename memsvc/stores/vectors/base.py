@@ -29,7 +29,7 @@ class VectorItem:
     created_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VectorHit:
     memory_id: str
     similarity: float
