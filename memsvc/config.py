@@ -16,13 +16,14 @@ class RankWeights(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MEMSVC_WEIGHT_", extra="ignore")
 
-    semantic: float = 0.50
-    recency: float = 0.20
-    importance: float = 0.15
-    usage: float = 0.05
-    quality: float = 0.05
-    consistency: float = 0.025
-    decay: float = 0.025
+    # Not negative: a signal counts for a memory or not at all (the rank stage's bounds rely on it).
+    semantic: float = Field(default=0.50, ge=0.0)
+    recency: float = Field(default=0.20, ge=0.0)
+    importance: float = Field(default=0.15, ge=0.0)
+    usage: float = Field(default=0.05, ge=0.0)
+    quality: float = Field(default=0.05, ge=0.0)
+    consistency: float = Field(default=0.025, ge=0.0)
+    decay: float = Field(default=0.025, ge=0.0)
 
 
 # A Milvus URI with one of these is a server; anything else is a Milvus Lite data directory.

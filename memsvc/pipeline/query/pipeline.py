@@ -18,7 +18,7 @@ from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import HydrateStage
 from memsvc.pipeline.query.lexical import LexicalRecall
-from memsvc.pipeline.query.rank import Ranking, RankStage, collapse_derived
+from memsvc.pipeline.query.rank import Ranking, RankStage, collapse_derived, rankable_prefix, settled
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -257,13 +257,23 @@ class QueryPipeline:
         # Without a mode's rerank (which reads every candidate's content), only the memories
         # ranking keeps are decrypted: the rank stage reads plaintext columns alone.
         decrypt_all = rerank is not None
-        with stage_span(self.tracer, report, "hydrate") as span:
-            hydrated = await self.hydrate.run(plan, candidates, deadline, decrypt=decrypt_all)
-            span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         now = time.time()
+        # A mode's rerank orders every candidate its own way; without one, only the candidates
+        # that can still reach the results are hydrated and ranked (`rankable_prefix`).
+        ordered = candidates if rerank is not None else sorted(candidates, key=_by_fused)
+        n = len(ordered) if rerank is not None else rankable_prefix(ordered, plan.limit, self.rank.prior_factor_floor())
+        with stage_span(self.tracer, report, "hydrate") as span:
+            hydrated = await self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all)
+            span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
             ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
+            if not settled(ranking, hydrated, ordered, n, plan.limit, min_relevance):
+                # The filters or the relevance floor took too many of the first: rank them all.
+                with self.tracer.start_as_current_span("memsvc.hydrate.rest") as rest:
+                    hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
+                    rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
+                ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
             if matched:
                 memories = [replace(r, matched_queries=tuple(matched.get(r.memory.id, ()))) for r in ranking.memories]
                 ranking = replace(ranking, memories=memories)
@@ -325,3 +335,7 @@ class QueryPipeline:
                 plan, ranked, now, None, cached.explanation, cached.candidates_recalled, cached.dropped_by_importance
             )
         return QueryOutcome(plan, ranked, cached.explanation, replace(report))
+
+
+def _by_fused(c: Candidate) -> tuple[float, float, float, str]:
+    return (-c.fused, -c.similarity, -c.lexical_score, c.memory_id)

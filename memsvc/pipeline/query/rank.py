@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from memsvc.config import RankWeights
 from memsvc.domain.models import RankedMemory, ScoreBreakdown
 from memsvc.pipeline.query.hydrate import Hydrated
+from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.query.usage import UsageNorms, usage_signal
 
 _DAY_S = 86_400.0
@@ -92,6 +93,13 @@ class RankStage:
         )
         return raw / total if total > 0 else 0.0
 
+    def prior_factor_floor(self) -> float:
+        """The least `score` can be relative to relevance: every prior at 0 (see `score`); the
+        most is 1, every prior at 1."""
+        w = self._weights
+        total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
+        return w.semantic / total if total > 0 else 0.0
+
     def run(self, items: Sequence[Hydrated], limit: int, min_importance: float, now: float, query: str = "") -> Ranking:
         kept = [i for i in items if i.memory.importance >= min_importance]
         dropped = len(items) - len(kept)
@@ -145,6 +153,63 @@ def explain(ranked: Sequence[RankedMemory], now: float) -> str:
     age = "today" if age_days < 1 else f"{age_days:.0f} days ago"
     parts = " and ".join(f"{name} {value:.2f}" for name, value in strongest)
     return f"Top match is a {top.memory.kind.value} from {age}, leading on {parts} (score {top.score:.2f})."
+
+
+def rankable_prefix(candidates: Sequence[Candidate], limit: int, factor_floor: float) -> int:
+    """How many of the candidates (best fused first) ranking must see to fill `limit` results,
+    if the first `limit` all survive: the rest score at most their relevance (every prior at 1),
+    the first `limit` at least theirs times `factor_floor` (every prior at 0)."""
+    if len(candidates) <= limit or factor_floor <= 0 or candidates[0].fused <= 0:
+        return len(candidates)
+    cutoff = candidates[limit - 1].fused * factor_floor
+    n = limit
+    while n < len(candidates) and candidates[n].fused >= cutoff:
+        n += 1
+    return n
+
+
+def settled(
+    ranking: Ranking,
+    hydrated: Sequence[Hydrated],
+    candidates: Sequence[Candidate],
+    n: int,
+    limit: int,
+    min_relevance: float,
+) -> bool:
+    """Whether ranking the first `n` candidates (best fused first; `hydrated` are the ones whose
+    rows survived) gives the same first `limit` results as ranking them all: the `limit`-th
+    result that passes the relevance floor and that `collapse_derived` keeps in place outscores
+    the most any later candidate could score (its relevance, every prior at 1)."""
+    if n >= len(candidates):
+        return True
+    best_fused = max((h.candidate.fused for h in hydrated), default=0.0)
+    if best_fused <= 0:
+        return False
+    # A later candidate's relevance would be its fused score over the best one (RankStage.breakdown).
+    ceiling = candidates[n].fused / best_fused * (1 + 1e-9)
+    # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
+    for floor in {min_relevance, 0.0}:
+        results = _first_distinct([r for r in ranking.memories if r.breakdown.relevance >= floor], limit)
+        if len(results) < limit or results[-1].score <= ceiling:
+            return False
+    return True
+
+
+def _first_distinct(ranked: Sequence[RankedMemory], limit: int) -> list[RankedMemory]:
+    """The first `limit` results `collapse_derived` keeps in place (the ones it moves down follow
+    every kept one, so only these decide the first `limit`)."""
+    covered: set[str] = set()
+    kept: list[RankedMemory] = []
+    for r in ranked:
+        sources = set(r.memory.source_ids)
+        if r.memory.id in covered or (sources and sources <= covered):
+            continue
+        kept.append(r)
+        if len(kept) == limit:
+            break
+        covered.add(r.memory.id)
+        covered |= sources
+    return kept
 
 
 def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:

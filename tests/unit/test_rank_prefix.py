@@ -1,0 +1,100 @@
+"""Ranking only the candidates that can reach the results gives the results of ranking them all."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsvc.config import RankWeights
+from memsvc.domain.models import Memory, Namespace, RankedMemory
+from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
+from memsvc.pipeline.query.hydrate import Hydrated
+from memsvc.pipeline.query.rank import RankStage, collapse_derived, rankable_prefix, settled
+from memsvc.pipeline.query.recall import Candidate
+
+ALICE = Namespace("t", "p", "e", "alice")
+NOW = 2_000_000_000.0
+
+
+@st.composite
+def query_cases(draw: st.DrawFn) -> tuple[list[Candidate], dict[str, Memory], int, float, float]:
+    n = draw(st.integers(1, 60))
+    ids = [f"{i:032x}" for i in range(n)]
+    dense = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(0, n))]))
+    lexical = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(0, n))]))
+    similarity = {i: draw(st.floats(0.0, 1.0)) for i in ids}
+    coverage = {i: draw(st.floats(0.0, 1.0)) for i in ids}
+    candidates = reciprocal_rank_fusion(
+        [Candidate(i, similarity=similarity[i], dense_rank=r) for r, i in enumerate(dense, start=1)],
+        [
+            Candidate(i, lexical_score=1.0 / r, lexical_rank=r, term_coverage=coverage[i])
+            for r, i in enumerate(lexical, start=1)
+        ],
+        k=20,
+    )
+    rows = {}
+    for i in ids:
+        # Some memories are derived from others, so that collapse_derived moves results down.
+        sources = tuple(draw(st.lists(st.sampled_from(ids), max_size=2, unique=True))) if draw(st.booleans()) else ()
+        rows[i] = Memory(
+            id=i,
+            namespace=ALICE,
+            content="",
+            importance=draw(st.floats(0.0, 1.0)),
+            created_at=NOW - draw(st.floats(0.0, 400 * 86_400.0)),
+            usage_count=draw(st.integers(0, 50)),
+            quality=draw(st.floats(0.0, 1.0)),
+            decay=draw(st.floats(0.0, 1.0)),
+            source_ids=tuple(s for s in sources if s != i),
+        )
+    limit = draw(st.integers(1, 25))
+    min_importance = draw(st.sampled_from([0.0, 0.3, 0.5]))
+    min_relevance = draw(st.sampled_from([0.0, 0.25, 0.6]))
+    return candidates, rows, limit, min_importance, min_relevance
+
+
+def results(ranked: list[RankedMemory], limit: int, min_relevance: float) -> list[tuple[str, float]]:
+    kept = collapse_derived([r for r in ranked if r.breakdown.relevance >= min_relevance])[:limit]
+    below = collapse_derived(ranked)[:limit]
+    return [(r.memory.id, r.score) for r in kept] + [
+        ("below", sum(r.breakdown.relevance < min_relevance for r in below))
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(query_cases(), st.sets(st.integers(0, 59), max_size=10))
+def test_a_prefix_that_settles_ranks_as_all_candidates_do(
+    case: tuple[list[Candidate], dict[str, Memory], int, float, float], filtered: set[int]
+) -> None:
+    candidates, rows, limit, min_importance, min_relevance = case
+    stage = RankStage(RankWeights(), recency_half_life_days=30, usage_saturation=10)
+    # Hydration drops the candidates whose rows the filters exclude (inactive, another tier).
+    survives = {c.memory_id for k, c in enumerate(candidates) if k not in filtered}
+
+    def hydrate(part: list[Candidate]) -> list[Hydrated]:
+        return [Hydrated(rows[c.memory_id], c) for c in part if c.memory_id in survives]
+
+    everything = stage.run(hydrate(candidates), len(candidates), min_importance, NOW)
+    n = rankable_prefix(candidates, limit, stage.prior_factor_floor())
+    hydrated = hydrate(candidates[:n])
+    ranking = stage.run(hydrated, len(hydrated), min_importance, NOW)
+    if settled(ranking, hydrated, candidates, n, limit, min_relevance):
+        assert results(ranking.memories, limit, min_relevance) == results(everything.memories, limit, min_relevance)
+    else:
+        assert n < len(candidates)
+
+
+def test_the_prefix_leaves_out_candidates_too_weak_to_reach_the_results() -> None:
+    # 50 dense and 50 lexical hits, half of them shared: the usual query.
+    dense = [Candidate(f"{i:032x}", similarity=0.9 - i / 100, dense_rank=i + 1) for i in range(50)]
+    lexical = [
+        Candidate(f"{i:032x}", lexical_score=1.0, lexical_rank=r, term_coverage=0.5)
+        for r, i in enumerate(range(25, 75), start=1)
+    ]
+    candidates = reciprocal_rank_fusion(dense, lexical, k=20)
+    stage = RankStage(RankWeights(), recency_half_life_days=30, usage_saturation=10)
+    n = rankable_prefix(candidates, 10, stage.prior_factor_floor())
+    assert 10 < n <= 0.6 * len(candidates)
+    # Nothing to leave out when the candidates fit the limit or the priors could outweigh relevance.
+    assert rankable_prefix(candidates[:8], 10, stage.prior_factor_floor()) == 8
+    assert rankable_prefix(candidates, 10, 0.0) == len(candidates)
