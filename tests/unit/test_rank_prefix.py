@@ -18,10 +18,10 @@ NOW = 2_000_000_000.0
 
 @st.composite
 def query_cases(draw: st.DrawFn) -> tuple[list[Candidate], dict[str, Memory], int, float, float]:
-    n = draw(st.integers(1, 60))
+    n = draw(st.integers(1, 80))
     ids = [f"{i:032x}" for i in range(n)]
-    dense = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(0, n))]))
-    lexical = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(0, n))]))
+    dense = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(n // 3, n))]))
+    lexical = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(n // 3, n))]))
     similarity = {i: draw(st.floats(0.0, 1.0)) for i in ids}
     coverage = {i: draw(st.floats(0.0, 1.0)) for i in ids}
     candidates = reciprocal_rank_fusion(
@@ -47,7 +47,7 @@ def query_cases(draw: st.DrawFn) -> tuple[list[Candidate], dict[str, Memory], in
             decay=draw(st.floats(0.0, 1.0)),
             source_ids=tuple(s for s in sources if s != i),
         )
-    limit = draw(st.integers(1, 25))
+    limit = draw(st.integers(1, 15))
     min_importance = draw(st.sampled_from([0.0, 0.3, 0.5]))
     min_relevance = draw(st.sampled_from([0.0, 0.25, 0.6]))
     return candidates, rows, limit, min_importance, min_relevance
@@ -62,7 +62,7 @@ def results(ranked: list[RankedMemory], limit: int, min_relevance: float) -> lis
 
 
 @settings(max_examples=300, deadline=None)
-@given(query_cases(), st.sets(st.integers(0, 59), max_size=10))
+@given(query_cases(), st.sets(st.integers(0, 79), max_size=10))
 def test_a_prefix_that_settles_ranks_as_all_candidates_do(
     case: tuple[list[Candidate], dict[str, Memory], int, float, float], filtered: set[int]
 ) -> None:

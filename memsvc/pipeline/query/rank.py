@@ -189,27 +189,11 @@ def settled(
     ceiling = candidates[n].fused / best_fused * (1 + 1e-9)
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
-        results = _first_distinct([r for r in ranking.memories if r.breakdown.relevance >= floor], limit)
+        # What collapse_derived moves down follows every memory it keeps in place.
+        results = _split_derived([r for r in ranking.memories if r.breakdown.relevance >= floor])[0][:limit]
         if len(results) < limit or results[-1].score <= ceiling:
             return False
     return True
-
-
-def _first_distinct(ranked: Sequence[RankedMemory], limit: int) -> list[RankedMemory]:
-    """The first `limit` results `collapse_derived` keeps in place (the ones it moves down follow
-    every kept one, so only these decide the first `limit`)."""
-    covered: set[str] = set()
-    kept: list[RankedMemory] = []
-    for r in ranked:
-        sources = set(r.memory.source_ids)
-        if r.memory.id in covered or (sources and sources <= covered):
-            continue
-        kept.append(r)
-        if len(kept) == limit:
-            break
-        covered.add(r.memory.id)
-        covered |= sources
-    return kept
 
 
 def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
@@ -219,6 +203,12 @@ def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
     A memory and what it was derived from are one piece of evidence; returning both spends two
     of the caller's results (and prompt tokens) on it.
     """
+    kept, repeated = _split_derived(ranked)
+    return kept + repeated
+
+
+def _split_derived(ranked: Sequence[RankedMemory]) -> tuple[list[RankedMemory], list[RankedMemory]]:
+    """The memories that say something new, and those a higher one already says (in order)."""
     covered: set[str] = set()
     kept: list[RankedMemory] = []
     repeated: list[RankedMemory] = []
@@ -230,4 +220,4 @@ def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
         kept.append(r)
         covered.add(r.memory.id)
         covered |= sources
-    return kept + repeated
+    return kept, repeated
