@@ -7,5 +7,10 @@ import os
 # two cores a query's embedding took 200-600 ms instead of ~15 ms (docs/performance.md). Passive
 # waiting yields the core. It must be set before either library loads; an explicit value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# NumPy's OpenBLAS splits a matrix product (Milvus Lite's search of several vectors at once, as
+# the write review does) over every core, and its threads spin between calls, on the cores the
+# embedder's passes need: writes of 64-memory batches 337-364 memories/s with it, 400-413 on one
+# thread (docs/performance.md). The products here are small; one thread each is enough.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __version__ = "0.1.0"
