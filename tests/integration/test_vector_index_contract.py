@@ -177,3 +177,27 @@ def test_read_after_write_across_replicas_on_the_server(
             loop_thread.run(a.close())
             loop_thread.run(b.close())
             loop_thread.run(store.close())
+
+
+def test_searches_started_together_find_what_each_finds_alone(loop_thread: LoopThread, indexes: IndexFactory) -> None:
+    # A mode's sub-queries search at once and go to Milvus as one call of several vectors.
+    index = indexes()
+    items = [item(f"m{i}", i, tier=Tier.COLD if i % 3 == 0 else Tier.HOT) for i in range(30)]
+    loop_thread.run(index.upsert(ALICE, items))
+    loop_thread.run(index.upsert(BOB, [item("b1", 99)]))
+    asks = [
+        (ALICE, items[0].vector, 5, MemoryFilter()),
+        (ALICE, items[1].vector, 5, MemoryFilter()),
+        (ALICE, items[2].vector, 5, MemoryFilter(tier=Tier.COLD)),
+        (BOB, items[3].vector, 5, MemoryFilter()),
+        (ALICE, items[4].vector, 3, MemoryFilter()),
+        (ALICE, items[5].vector, 5, MemoryFilter()),
+    ]
+    alone = [ids(loop_thread.run(index.search(*ask))) for ask in asks]
+
+    async def together() -> list[list[str]]:
+        return [ids(hits) for hits in await asyncio.gather(*(index.search(*ask) for ask in asks))]
+
+    assert loop_thread.run(together()) == alone
+    assert alone[0][0] == "m0" and alone[3] == ["b1"] and len(alone[4]) == 3
+    assert all(h.startswith("m") and int(h[1:]) % 3 == 0 for h in alone[2])

@@ -26,6 +26,7 @@ from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
 from memsvc.errors import Unavailable
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
+from memsvc.stores.vectors.batching import SearchBatcher
 from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 from memsvc.stores.vectors.placement import (
     Location,
@@ -240,6 +241,7 @@ class MilvusVectorIndex:
         self._flush_pending: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._batcher = SearchBatcher(self.search_many)
         self._gate = _LITE_GATE if embedded else _SERVER_GATE
 
     @property
@@ -570,7 +572,9 @@ class MilvusVectorIndex:
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
     ) -> list[VectorHit]:
-        return (await self.search_many(namespace, [vector], limit, memory_filter))[0]
+        # Searches started together (a mode's sub-queries) go to Milvus as one call.
+        key = " and ".join(filter_expression(memory_filter))
+        return await self._batcher.search(namespace, vector, limit, memory_filter, key)
 
     async def search_many(
         self, namespace: Namespace, vectors: Sequence[Vector], limit: int, memory_filter: MemoryFilter
