@@ -260,8 +260,11 @@ class QueryPipeline:
         now = time.time()
         # A mode's rerank orders every candidate its own way; without one, only the candidates
         # that can still reach the results are hydrated and ranked (`rankable_prefix`).
-        ordered = candidates if rerank is not None else sorted(candidates, key=_by_fused)
-        n = len(ordered) if rerank is not None else rankable_prefix(ordered, plan.limit, self.rank.prior_factor_floor())
+        if rerank is None:
+            ordered = sorted(candidates, key=_by_fused)
+            n = rankable_prefix(ordered, plan.limit, self.rank.prior_factor_floor())
+        else:
+            ordered, n = candidates, len(candidates)
         with stage_span(self.tracer, report, "hydrate") as span:
             hydrated = await self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all)
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))

@@ -40,6 +40,8 @@ class RankStage:
         usage_norms: UsageNorms | None = None,
     ) -> None:
         self._weights = weights
+        w = weights
+        self._total_weight = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
         self._half_life_s = recency_half_life_days * _DAY_S
         self._usage_saturation = usage_saturation
         self._usage_norms = usage_norms
@@ -80,7 +82,7 @@ class RankStage:
         scores w_semantic / total.
         """
         w = self._weights
-        total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
+        total = self._total_weight
         relevance = b.semantic if b.fused is None else b.fused
         raw = relevance * (
             w.semantic
@@ -96,9 +98,8 @@ class RankStage:
     def prior_factor_floor(self) -> float:
         """The least `score` can be relative to relevance: every prior at 0 (see `score`); the
         most is 1, every prior at 1."""
-        w = self._weights
-        total = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
-        return w.semantic / total if total > 0 else 0.0
+        total = self._total_weight
+        return self._weights.semantic / total if total > 0 else 0.0
 
     def run(self, items: Sequence[Hydrated], limit: int, min_importance: float, now: float, query: str = "") -> Ranking:
         kept = [i for i in items if i.memory.importance >= min_importance]
