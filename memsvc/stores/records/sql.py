@@ -544,6 +544,7 @@ class SqlRecordStore(ABC):
                         )
                         if locked.first() is None:
                             continue
+                    # The event condition is the partial index's (memory_events_feedback), word for word.
                     seen = (
                         yield q(
                             "SELECT 1 FROM memory_events WHERE ns = %s AND request_id = %s AND memory_id = %s "
