@@ -11,8 +11,8 @@ Migration = tuple[int, tuple[str, ...]]
 _RECALL_EVENTS_INDEXES: Migration = (
     6,
     (
-        "DROP INDEX memory_events_memory",
-        "DROP INDEX memory_events_request",
+        "DROP INDEX IF EXISTS memory_events_memory",
+        "DROP INDEX IF EXISTS memory_events_request",
         "CREATE INDEX memory_events_feedback ON memory_events (ns, request_id, memory_id) "
         "WHERE event IN ('used', 'unused')",
     ),
