@@ -1,25 +1,24 @@
 """Production metrics: OpenTelemetry instruments, exported on a Prometheus scrape endpoint.
 
-RPC and stage latencies are derived from the spans the service already opens (one per RPC, one
-per pipeline stage), so no stage carries metrics code of its own; caches are wrapped to count
-hits; index lag is sampled from the record store in the background.
+RPC latencies are recorded by the interceptor every call passes through, stage latencies from
+the times each query's report already keeps (one sample per stage per completed query), so no
+stage carries metrics code of its own and no span has to be recorded for a metric: traces cost
+only for the calls that are sampled. Caches are wrapped to count hits; index lag is sampled from
+the record store in the background.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import SpanKind
 
 from memsvc import __version__
 from memsvc.domain.models import Namespace
@@ -32,24 +31,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 METER_NAME = "memsvc"
-STAGE_PREFIX = "memsvc.stage."
 # Seconds; dense where the service lives (a few ms to tens of ms), sparse out to the deadline.
 LATENCY_BUCKETS_S = (
     0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
     0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
-# gRPC status codes by number (the RPC span carries the number, as the semantic conventions say).
-_STATUS_NAMES = (
-    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-)  # fmt: skip
-
-
-def status_name(code: object) -> str:
-    if isinstance(code, int) and 0 <= code < len(_STATUS_NAMES):
-        return _STATUS_NAMES[code]
-    return "UNKNOWN"
 
 
 class ServiceMetrics:
@@ -89,45 +75,17 @@ class ServiceMetrics:
     def _observe_index_lag(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(self._index_lag)]
 
-    def record_span(self, span: ReadableSpan) -> None:
-        if span.start_time is None or span.end_time is None:
-            return
-        seconds = (span.end_time - span.start_time) / 1e9
-        attributes = span.attributes or {}
-        if span.name.startswith(STAGE_PREFIX):
-            self.stage_duration.record(seconds, {"stage": span.name.removeprefix(STAGE_PREFIX)})
-        elif span.kind is SpanKind.SERVER and "rpc.method" in attributes:
-            code = attributes.get("rpc.grpc.status_code")
-            self.rpc_duration.record(
-                seconds,
-                {
-                    "rpc.service": str(attributes.get("rpc.service", "")),
-                    "rpc.method": str(attributes["rpc.method"]),
-                    "rpc.grpc.status_code": status_name(code),
-                },
-            )
+    def record_rpc(self, service: str, method: str, status: str, seconds: float) -> None:
+        self.rpc_duration.record(
+            seconds, {"rpc.service": service, "rpc.method": method, "rpc.grpc.status_code": status}
+        )
+
+    def record_stages(self, stages_ms: Mapping[str, float]) -> None:
+        for stage, ms in stages_ms.items():
+            self.stage_duration.record(ms / 1000, {"stage": stage})
 
     def cache_lookup(self, cache: str, hit: bool) -> None:
         self.cache_lookups.add(1, {"cache": cache, "result": "hit" if hit else "miss"})
-
-
-class MetricsSpanProcessor(SpanProcessor):
-    """Turns ended RPC and stage spans into latency histograms (as a span-metrics connector does)."""
-
-    def __init__(self, metrics: ServiceMetrics) -> None:
-        self._metrics = metrics
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self._metrics.record_span(span)
-
-    def shutdown(self) -> None:
-        return
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
 
 
 class MeteredEmbeddingCache:

@@ -29,7 +29,6 @@ from memsvc.metrics import (
     MeteredEmbeddingCache,
     MeteredResultCache,
     MetricsEndpoint,
-    MetricsSpanProcessor,
     build_metrics,
 )
 from memsvc.pipeline.history import HistoryService
@@ -170,9 +169,9 @@ class Components:
     recorder: RecallRecorder
     tracer_provider: TracerProvider
     owns_embedder: bool
+    metrics: MetricsEndpoint
     redis: RedisGuard | None = None
     lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
-    metrics: MetricsEndpoint | None = None
 
     def start_jobs(self) -> None:
         """Start the background jobs: recall bookkeeping, reconciliation and maintenance."""
@@ -198,8 +197,7 @@ class Components:
         if self.owns_embedder:
             await self.embedder.close()
         self.tracer_provider.shutdown()
-        if self.metrics is not None:
-            await self.metrics.close()
+        await self.metrics.close()
 
 
 async def build_components(
@@ -254,7 +252,6 @@ async def build_components(
     result_cache = MeteredResultCache(result_cache, metrics.metrics)
     embedding_cache = MeteredEmbeddingCache(embedding_cache, metrics.metrics)
     provider = build_tracer_provider(settings, span_processor)
-    provider.add_span_processor(MetricsSpanProcessor(metrics.metrics))
     tracer = tracer_of(provider)
     limits = Limits.from_settings(settings)
     recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
@@ -385,6 +382,7 @@ class Service:
             c.settings,
             keys=c.keys,
             tracer=tracer_of(c.tracer_provider),
+            metrics=c.metrics.metrics,
             limiter=build_rate_limiter(
                 c.settings.rate_limit_per_tenant_rps,
                 c.settings.rate_limit_per_tenant_burst,
@@ -392,7 +390,7 @@ class Service:
                 c.settings.redis_key_prefix,
             ),
             writes=WriteServicer(c.writes, c.conversations, c.reads, c.history),
-            queries=QueryServicer(c.retrieval),
+            queries=QueryServicer(c.retrieval, c.metrics.metrics),
             record_store=c.store,
             vector_index=c.index,
         )
@@ -401,8 +399,7 @@ class Service:
         """Serve on `listen` (default: the configured address); return the bound port."""
         port = await self.grpc.start(listen)
         self.components.start_jobs()
-        if self.components.metrics is not None:
-            await self.components.metrics.start()
+        await self.components.metrics.start()
         return port
 
     async def stop(self, grace_s: float | None = None) -> None:

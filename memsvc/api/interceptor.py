@@ -22,6 +22,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal
 from memsvc.errors import InvalidArgument, MemsvcError, ResourceExhausted, Unauthenticated
 from memsvc.keys import ApiKeys
+from memsvc.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,16 @@ def check_decoded(request: Any) -> None:
 
 class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
     def __init__(
-        self, keys: ApiKeys, tracer: Tracer, default_deadline_s: float, limiter: RateLimiter | None = None
+        self,
+        keys: ApiKeys,
+        tracer: Tracer,
+        metrics: ServiceMetrics,
+        default_deadline_s: float,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self._keys = keys
         self._tracer = tracer
+        self._metrics = metrics
         self._default_deadline_s = default_deadline_s
         self._limiter = limiter
 
@@ -136,8 +143,8 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
 
     @asynccontextmanager
     async def _call(self, method: str, request: Any, context: Any) -> AsyncIterator[None]:
-        """What every protected call, unary or streaming, runs inside: its server span,
-        authentication and deadline, and its error mapped to a google.rpc.Status."""
+        """What every protected call, unary or streaming, runs inside: its server span and
+        latency metric, authentication and deadline, and its error mapped to a google.rpc.Status."""
         service, _, name = method.lstrip("/").partition("/")
         with self._tracer.start_as_current_span(
             f"{service}/{name}",
@@ -146,28 +153,32 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
             attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
         ) as span:
             started = time.perf_counter()
+            code = grpc.StatusCode.OK
             try:
                 await self._enter(context)
                 check_decoded(request)
                 yield
-                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.OK.value[0])
             except MemsvcError as error:
                 code = GRPC_CODES[error.code]
-                span.set_attribute("rpc.grpc.status_code", code.value[0])
                 span.set_attribute("memsvc.error.reason", error.reason)
                 if code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE):
                     span.set_status(Status(StatusCode.ERROR, error.reason))
                 await context.abort_with_status(status_of(error))
             except aio.AbortError:
+                code = grpc.StatusCode.UNKNOWN  # the behaviour aborted the call itself
                 raise
             except Exception:
+                code = grpc.StatusCode.INTERNAL
                 trace_id = format_trace_id(span.get_span_context().trace_id)
                 log.exception("unexpected failure in %s (trace id %s)", method, trace_id)
-                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.INTERNAL.value[0])
                 span.set_status(Status(StatusCode.ERROR, "internal"))
                 await context.abort_with_status(internal_status(trace_id))
             finally:
-                span.set_attribute("memsvc.duration_ms", (time.perf_counter() - started) * 1000)
+                seconds = time.perf_counter() - started
+                self._metrics.record_rpc(service, name, code.name, seconds)
+                if span.is_recording():
+                    span.set_attribute("rpc.grpc.status_code", code.value[0])
+                    span.set_attribute("memsvc.duration_ms", seconds * 1000)
 
     def _wrap_unary(self, method: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def wrapped(request: Any, context: Any) -> Any:

@@ -17,6 +17,7 @@ from memsvc.api.servicers import QueryServicer, WriteServicer
 from memsvc.config import Settings
 from memsvc.errors import FailedPrecondition, MemsvcError
 from memsvc.keys import ApiKeys
+from memsvc.metrics import ServiceMetrics
 from memsvc.v1 import (
     query_service_pb2,
     query_service_pb2_grpc,
@@ -52,6 +53,7 @@ class MemoryServer:
         *,
         keys: ApiKeys,
         tracer: Tracer,
+        metrics: ServiceMetrics,
         limiter: RateLimiter | None,
         writes: WriteServicer,
         queries: QueryServicer,
@@ -74,7 +76,7 @@ class MemoryServer:
             ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
         ]
         self.server = aio.server(
-            interceptors=[ServiceInterceptor(keys, tracer, settings.default_deadline_s, limiter)],
+            interceptors=[ServiceInterceptor(keys, tracer, metrics, settings.default_deadline_s, limiter)],
             options=options,
             maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         )

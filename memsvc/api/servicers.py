@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 from memsvc.api import convert
 from memsvc.api.interceptor import current_deadline, current_principal
 from memsvc.domain.models import Namespace
+from memsvc.metrics import ServiceMetrics
 from memsvc.pipeline.history import HistoryService, MemoryRecord
 from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.write.conversation import ConversationPath
@@ -191,14 +192,16 @@ class WriteServicer(write_service_pb2_grpc.WriteServiceServicer):
 
 
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
-    def __init__(self, retrieval: Retrieval) -> None:
+    def __init__(self, retrieval: Retrieval, metrics: ServiceMetrics) -> None:
         self._retrieval = retrieval
+        self._metrics = metrics
 
     async def Query(  # noqa: N802
         self, request: query_service_pb2.QueryRequest, context: Context
     ) -> query_service_pb2.QueryResponse:
         query = convert.query_input(request)
         outcome = await self._retrieval.query(current_principal(), query, current_deadline())
+        self._metrics.record_stages(outcome.report.stages_ms)
         return query_service_pb2.QueryResponse(
             memories=[convert.ranked_message(r) for r in outcome.memories],
             explanation=outcome.explanation,

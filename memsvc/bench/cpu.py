@@ -15,7 +15,7 @@ from pathlib import Path
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from memsvc.metrics import STAGE_PREFIX
+from memsvc.pipeline.context import STAGE_PREFIX
 
 # Python thread names (prefixes) of the server's pools, and what the rest of the process is.
 THREAD_GROUPS = (

@@ -122,11 +122,14 @@ class QueryReport:
         self.stages_ms[stage] = self.stages_ms.get(stage, 0.0) + seconds * 1000
 
 
+STAGE_PREFIX = "memsvc.stage."
+
+
 @contextmanager
 def stage_span(tracer: Tracer, report: QueryReport, stage: str) -> Iterator[Span]:
     """One span per stage under the current (RPC) span, and the stage's time in the report."""
     started = time.perf_counter()
-    with tracer.start_as_current_span(f"memsvc.stage.{stage}") as span:
+    with tracer.start_as_current_span(STAGE_PREFIX + stage) as span:
         span.set_attribute("memsvc.stage", stage)
         try:
             yield span
