@@ -12,7 +12,7 @@ from opentelemetry.trace import Tracer
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal, RankedMemory
 from memsvc.errors import Unavailable
-from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
 from memsvc.pipeline.query.bookkeep import BookkeepStage
 from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
@@ -201,7 +201,7 @@ class QueryPipeline:
 
     async def _lexical(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None) -> list[Candidate]:
         assert self.lexical is not None
-        with self.tracer.start_as_current_span("memsvc.recall.lexical") as span:
+        with child_span(self.tracer, "memsvc.recall.lexical") as span:
             hits = await self.lexical.run(plan, text, deadline, k)
             span.set_attribute("memsvc.candidates.lexical", len(hits))
             return hits
@@ -273,7 +273,7 @@ class QueryPipeline:
             ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
             if not settled(ranking, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
-                with self.tracer.start_as_current_span("memsvc.hydrate.rest") as rest:
+                with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
                 ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
@@ -295,7 +295,7 @@ class QueryPipeline:
             span.set_attribute("memsvc.results", len(ranking.memories))
         if not decrypt_all:
             started = time.perf_counter()
-            with self.tracer.start_as_current_span("memsvc.hydrate.open") as span:
+            with child_span(self.tracer, "memsvc.hydrate.open") as span:
                 ranking = replace(ranking, memories=await self.hydrate.open_ranked(ranking.memories, hydrated))
                 span.set_attribute("memsvc.results", len(ranking.memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
