@@ -138,7 +138,8 @@ async def _rotate_master(store: Any, master_keys: str) -> int:
     ring = MasterKeyRing.parse(master_keys)
     report = await rotate_master_key(store, ring)
     print(
-        f"re-wrapped {report.rewrapped} data keys under master key {ring.primary_version}; "
+        f"re-wrapped {report.rewrapped} data keys{' and the key derivation root' if report.root_rewrapped else ''} "
+        f"under master key {ring.primary_version}; "
         f"{report.orphaned} without memories left as they are; {report.changed_concurrently} changed meanwhile; "
         f"{report.unreadable} need a master key that is not configured"
     )

@@ -17,6 +17,7 @@ from memsvc.api.server import MemoryServer
 from memsvc.api.servicers import QueryServicer, WriteServicer
 from memsvc.bootstrap import bootstrap_dev_key, dev_key_banner, local_secrets
 from memsvc.config import Settings
+from memsvc.crypto.derivation import load_key_derivation
 from memsvc.crypto.envelope import EnvelopeCipher
 from memsvc.crypto.keyring import MasterKeyRing
 from memsvc.domain.models import MemoryKind
@@ -243,9 +244,10 @@ async def build_components(
     )
     cipher = EnvelopeCipher(ring, store)
     codec = MemoryCodec(cipher)
+    derivation = await load_key_derivation(store, ring)
     result_cache, embedding_cache, redis_guard = build_caches(settings)
     # Cached results carry the caller's query texts; they stay sealed in memory and in Redis.
-    result_cache = SealedResultCache(result_cache, ring.derive("result-cache"))
+    result_cache = SealedResultCache(result_cache, derivation.derive("result-cache"))
     metrics = build_metrics(
         settings.service_name, settings.metrics_listen, store.count_pending_index, settings.index_lag_sample_interval_s
     )
@@ -256,7 +258,7 @@ async def build_components(
     limits = Limits.from_settings(settings)
     recorder = RecallRecorder(store, settings.bookkeeping_flush_interval_ms / 1000)
     lexical_index = build_lexical_index(settings)
-    hasher = TermHasher(ring.derive)
+    hasher = TermHasher(derivation.derive)
     lexical_writer = LexicalWriter(hasher, lexical_index) if lexical_index is not None else None
     pipeline = QueryPipeline(
         tracer=tracer,
@@ -273,7 +275,7 @@ async def build_components(
         # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
     )
-    page_tokens = PageTokens(ring.derive("page-token"))
+    page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)
     changes = NamespaceChanges(result_cache)
     writes = WritePath(

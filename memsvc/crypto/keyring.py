@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -51,11 +49,6 @@ class MasterKeyRing:
         if key is None:
             raise FailedPrecondition(f"master key version {master_version} is not configured")
         return AESGCM(key).decrypt(wrapped[:12], wrapped[12:], _WRAP_AAD + binding.encode())
-
-    def derive(self, purpose: str) -> bytes:
-        """A 32-byte subkey for a named purpose (page tokens, lexical term hashing)."""
-        root = self.keys[min(self.keys)]  # the oldest key stays stable across rotations
-        return hmac.new(root, b"memsvc/v1/derive|" + purpose.encode(), hashlib.sha256).digest()
 
 
 def _nonce() -> bytes:

@@ -12,8 +12,9 @@ from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 
+from memsvc.crypto.derivation import ROOT_BINDING
 from memsvc.crypto.keyring import MasterKeyRing
-from memsvc.domain.models import WrappedDataKey
+from memsvc.domain.models import WrappedDataKey, WrappedSecret
 from memsvc.errors import FailedPrecondition
 from memsvc.stores.records.datakeys import StaleDataKey
 
@@ -22,6 +23,10 @@ class DataKeyRotationStore(Protocol):
     async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]: ...
 
     async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool: ...
+
+    async def get_derivation_root(self) -> WrappedSecret | None: ...
+
+    async def rewrap_derivation_root(self, current: WrappedSecret, replacement: WrappedSecret) -> bool: ...
 
 
 @dataclass
@@ -32,11 +37,20 @@ class RotationReport:
     orphaned: int = 0
     unreadable: int = 0
     changed_concurrently: int = 0
+    # The key derivation root (memsvc/crypto/derivation.py) moved under the primary key.
+    root_rewrapped: bool = False
 
 
 async def rotate_master_key(store: DataKeyRotationStore, ring: MasterKeyRing, batch_size: int = 500) -> RotationReport:
-    """Re-wrap every data key not yet under `ring`'s primary key; safe to repeat and to interrupt."""
+    """Re-wrap the key derivation root and every data key not yet under `ring`'s primary key;
+    safe to repeat and to interrupt."""
     report = RotationReport()
+    root = await store.get_derivation_root()
+    if root is not None and root.master_version != ring.primary_version:
+        # An unreadable root fails here, loudly: every term hash depends on it.
+        secret = ring.unwrap(root.master_version, root.wrapped, ROOT_BINDING)
+        master_version, wrapped = ring.wrap(secret, ROOT_BINDING)
+        report.root_rewrapped = await store.rewrap_derivation_root(root, WrappedSecret(master_version, wrapped))
     after = ("", -1)
     while True:
         batch = await store.stale_data_keys(ring.primary_version, after, batch_size)

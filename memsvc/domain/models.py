@@ -402,6 +402,15 @@ class WrappedDataKey:
     wrapped: bytes
 
 
+@dataclass(frozen=True)
+class WrappedSecret:
+    """A service-wide secret (the key derivation root), encrypted under the master key of
+    `master_version`."""
+
+    master_version: int
+    wrapped: bytes
+
+
 class MemoryChange(StrEnum):
     """What a version of a memory records."""
 

@@ -15,6 +15,7 @@ from memsvc.domain.models import (
     StoredVersion,
     Tier,
     WrappedDataKey,
+    WrappedSecret,
 )
 from memsvc.stores.records.datakeys import StaleDataKey
 
@@ -313,7 +314,8 @@ class ApiKeyRecords(Protocol):
 
 
 class DataKeyRecords(Protocol):
-    """Wrapped per-namespace data keys and their re-wrapping under a new master key."""
+    """Wrapped per-namespace data keys, the wrapped key derivation root, and their re-wrapping
+    under a new master key."""
 
     async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None: ...
 
@@ -325,6 +327,16 @@ class DataKeyRecords(Protocol):
 
     async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool:
         """Replace the wrapping of `key` if it is still the stored one (compare-and-set)."""
+        ...
+
+    async def get_derivation_root(self) -> WrappedSecret | None: ...
+
+    async def put_derivation_root_if_absent(self, root: WrappedSecret) -> WrappedSecret:
+        """Store `root` unless one is stored already; return the stored one."""
+        ...
+
+    async def rewrap_derivation_root(self, current: WrappedSecret, replacement: WrappedSecret) -> bool:
+        """Replace the stored root's wrapping if it is still `current` (compare-and-set)."""
         ...
 
 

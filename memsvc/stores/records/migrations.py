@@ -18,6 +18,22 @@ _RECALL_EVENTS_INDEXES: Migration = (
     ),
 )
 
+
+def _derivation_root(blob: str) -> Migration:
+    """The secret the term-hash, page-token and result-cache keys derive from, wrapped by the
+    master key ring like the data keys, so that retiring a master key does not change them."""
+    return (
+        7,
+        (
+            f"""CREATE TABLE derivation_root (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                master_version INTEGER NOT NULL,
+                wrapped {blob} NOT NULL
+            )""",
+        ),
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -226,6 +242,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     _RECALL_EVENTS_INDEXES,
+    _derivation_root("BLOB"),
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -451,4 +468,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     _RECALL_EVENTS_INDEXES,
+    _derivation_root("BYTEA"),
 )

@@ -20,6 +20,7 @@ from memsvc.domain.models import (
     StoredMemory,
     StoredVersion,
     WrappedDataKey,
+    WrappedSecret,
 )
 from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.records.base import (
@@ -733,6 +734,37 @@ class SqlRecordStore(ABC):
                 "UPDATE data_keys SET master_version = %s, wrapped = %s "
                 "WHERE ns = %s AND version = %s AND master_version = %s AND wrapped = %s",
                 (master_version, wrapped, key.namespace_digest, key.version, key.master_version, key.wrapped),
+            )
+            return changed.rowcount > 0
+
+        return await self._write(rewrap())
+
+    async def get_derivation_root(self) -> WrappedSecret | None:
+        def get() -> Program[WrappedSecret | None]:
+            row = (yield q("SELECT master_version, wrapped FROM derivation_root WHERE id = 1", ())).first()
+            return None if row is None else WrappedSecret(int(row[0]), bytes(row[1]))
+
+        return await self._read(get())
+
+    async def put_derivation_root_if_absent(self, root: WrappedSecret) -> WrappedSecret:
+        def put() -> Program[WrappedSecret]:
+            yield q(
+                "INSERT INTO derivation_root (id, master_version, wrapped) VALUES (1, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (root.master_version, root.wrapped),
+            )
+            row = (yield q("SELECT master_version, wrapped FROM derivation_root WHERE id = 1", ())).first()
+            assert row is not None  # nothing deletes it
+            return WrappedSecret(int(row[0]), bytes(row[1]))
+
+        return await self._write(put())
+
+    async def rewrap_derivation_root(self, current: WrappedSecret, replacement: WrappedSecret) -> bool:
+        def rewrap() -> Program[bool]:
+            changed = yield q(
+                "UPDATE derivation_root SET master_version = %s, wrapped = %s "
+                "WHERE id = 1 AND master_version = %s AND wrapped = %s",
+                (replacement.master_version, replacement.wrapped, current.master_version, current.wrapped),
             )
             return changed.rowcount > 0
 
