@@ -12,7 +12,7 @@ from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 
-from memsvc.crypto.derivation import ROOT_BINDING
+from memsvc.crypto.derivation import ROOT_BINDING, load_key_derivation
 from memsvc.crypto.keyring import MasterKeyRing
 from memsvc.domain.models import WrappedDataKey, WrappedSecret
 from memsvc.errors import FailedPrecondition
@@ -25,6 +25,8 @@ class DataKeyRotationStore(Protocol):
     async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool: ...
 
     async def get_derivation_root(self) -> WrappedSecret | None: ...
+
+    async def put_derivation_root_if_absent(self, root: WrappedSecret) -> WrappedSecret: ...
 
     async def rewrap_derivation_root(self, current: WrappedSecret, replacement: WrappedSecret) -> bool: ...
 
@@ -45,6 +47,9 @@ async def rotate_master_key(store: DataKeyRotationStore, ring: MasterKeyRing, ba
     """Re-wrap the key derivation root and every data key not yet under `ring`'s primary key;
     safe to repeat and to interrupt."""
     report = RotationReport()
+    # Created here if no server has started since the upgrade that introduced it: from the
+    # oldest key of this ring, before that key can be removed.
+    await load_key_derivation(store, ring)
     root = await store.get_derivation_root()
     if root is not None and root.master_version != ring.primary_version:
         # An unreadable root fails here, loudly: every term hash depends on it.

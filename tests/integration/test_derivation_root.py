@@ -62,3 +62,13 @@ def test_the_root_outlives_the_master_key_it_was_wrapped_by(store: RecordStore, 
     assert loop_thread.run(load_key_derivation(store, _ring((2, new)))) == first
     again = loop_thread.run(rotate_master_key(store, _ring((2, new))))
     assert not again.root_rewrapped  # already under key 2
+
+
+def test_rotation_before_any_server_started_keeps_the_old_derivation(
+    store: RecordStore, loop_thread: LoopThread
+) -> None:
+    """Upgrade, rotate at once, remove the old key, then start: the root still comes from the old key."""
+    old, new = _key(), _key()
+    loop_thread.run(rotate_master_key(store, _ring((2, new), (1, old))))
+    derivation = loop_thread.run(load_key_derivation(store, _ring((2, new))))
+    assert derivation.derive("lexical") == hmac.new(old, b"memsvc/v1/derive|lexical", hashlib.sha256).digest()
