@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
@@ -37,7 +37,7 @@ class DerivationRootStore(Protocol):
 class KeyDerivation:
     """32-byte subkeys of the derivation root, one per named purpose."""
 
-    root: bytes
+    root: bytes = field(repr=False)
 
     def derive(self, purpose: str) -> bytes:
         return hmac.new(self.root, b"memsvc/v1/derive|" + purpose.encode(), hashlib.sha256).digest()

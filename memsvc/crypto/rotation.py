@@ -49,12 +49,11 @@ async def rotate_master_key(store: DataKeyRotationStore, ring: MasterKeyRing, ba
     report = RotationReport()
     # Created here if no server has started since the upgrade that introduced it: from the
     # oldest key of this ring, before that key can be removed.
-    await load_key_derivation(store, ring)
+    # An unreadable root fails here, loudly: every term hash depends on it.
+    derivation = await load_key_derivation(store, ring)
     root = await store.get_derivation_root()
     if root is not None and root.master_version != ring.primary_version:
-        # An unreadable root fails here, loudly: every term hash depends on it.
-        secret = ring.unwrap(root.master_version, root.wrapped, ROOT_BINDING)
-        master_version, wrapped = ring.wrap(secret, ROOT_BINDING)
+        master_version, wrapped = ring.wrap(derivation.root, ROOT_BINDING)
         report.root_rewrapped = await store.rewrap_derivation_root(root, WrappedSecret(master_version, wrapped))
     after = ("", -1)
     while True:
