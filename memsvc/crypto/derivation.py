@@ -45,12 +45,17 @@ class KeyDerivation:
 
 async def load_key_derivation(store: DerivationRootStore, ring: MasterKeyRing) -> KeyDerivation:
     """The stored root, unwrapped; created on first use (concurrent replicas agree on one)."""
+    return (await stored_root(store, ring))[1]
+
+
+async def stored_root(store: DerivationRootStore, ring: MasterKeyRing) -> tuple[WrappedSecret, KeyDerivation]:
+    """The root as stored (its wrapping) and unwrapped, created if absent."""
     stored = await store.get_derivation_root()
     if stored is None:
         master_version, wrapped = ring.wrap(ring.keys[min(ring.keys)], ROOT_BINDING)
         stored = await store.put_derivation_root_if_absent(WrappedSecret(master_version, wrapped))
     try:
-        return KeyDerivation(ring.unwrap(stored.master_version, stored.wrapped, ROOT_BINDING))
+        return stored, KeyDerivation(ring.unwrap(stored.master_version, stored.wrapped, ROOT_BINDING))
     except (FailedPrecondition, InvalidTag) as exc:
         raise FailedPrecondition(
             f"the key derivation root is wrapped by master key version {stored.master_version}, which is not "

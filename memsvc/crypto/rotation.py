@@ -12,21 +12,17 @@ from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 
-from memsvc.crypto.derivation import ROOT_BINDING, load_key_derivation
+from memsvc.crypto.derivation import ROOT_BINDING, DerivationRootStore, stored_root
 from memsvc.crypto.keyring import MasterKeyRing
 from memsvc.domain.models import WrappedDataKey, WrappedSecret
 from memsvc.errors import FailedPrecondition
 from memsvc.stores.records.datakeys import StaleDataKey
 
 
-class DataKeyRotationStore(Protocol):
+class DataKeyRotationStore(DerivationRootStore, Protocol):
     async def stale_data_keys(self, master_version: int, after: tuple[str, int], limit: int) -> list[StaleDataKey]: ...
 
     async def rewrap_data_key(self, key: WrappedDataKey, master_version: int, wrapped: bytes) -> bool: ...
-
-    async def get_derivation_root(self) -> WrappedSecret | None: ...
-
-    async def put_derivation_root_if_absent(self, root: WrappedSecret) -> WrappedSecret: ...
 
     async def rewrap_derivation_root(self, current: WrappedSecret, replacement: WrappedSecret) -> bool: ...
 
@@ -47,12 +43,11 @@ async def rotate_master_key(store: DataKeyRotationStore, ring: MasterKeyRing, ba
     """Re-wrap the key derivation root and every data key not yet under `ring`'s primary key;
     safe to repeat and to interrupt."""
     report = RotationReport()
-    # Created here if no server has started since the upgrade that introduced it: from the
-    # oldest key of this ring, before that key can be removed.
-    # An unreadable root fails here, loudly: every term hash depends on it.
-    derivation = await load_key_derivation(store, ring)
-    root = await store.get_derivation_root()
-    if root is not None and root.master_version != ring.primary_version:
+    # Created here if no server has started since the upgrade that introduced it (from the
+    # oldest key of this ring, before that key can be removed); an unreadable root fails here,
+    # loudly: every term hash depends on it.
+    root, derivation = await stored_root(store, ring)
+    if root.master_version != ring.primary_version:
         master_version, wrapped = ring.wrap(derivation.root, ROOT_BINDING)
         report.root_rewrapped = await store.rewrap_derivation_root(root, WrappedSecret(master_version, wrapped))
     after = ("", -1)

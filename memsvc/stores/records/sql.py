@@ -63,6 +63,7 @@ def _marks(count: int) -> str:
 
 
 _LATEST_DATA_KEY = "SELECT version, master_version, wrapped FROM data_keys WHERE ns = %s ORDER BY version DESC LIMIT 1"
+_DERIVATION_ROOT = "SELECT master_version, wrapped FROM derivation_root WHERE id = 1"
 _PLACEMENT = "SELECT collection, partition_name FROM vector_placements WHERE ns = %s AND prefix = %s"
 _USAGE_STATS_COLUMNS = "tenant, p50, p90, p99, memories, computed_at"
 
@@ -741,7 +742,7 @@ class SqlRecordStore(ABC):
 
     async def get_derivation_root(self) -> WrappedSecret | None:
         def get() -> Program[WrappedSecret | None]:
-            row = (yield q("SELECT master_version, wrapped FROM derivation_root WHERE id = 1", ())).first()
+            row = (yield q(_DERIVATION_ROOT, ())).first()
             return None if row is None else WrappedSecret(int(row[0]), bytes(row[1]))
 
         return await self._read(get())
@@ -753,7 +754,7 @@ class SqlRecordStore(ABC):
                 "ON CONFLICT (id) DO NOTHING",
                 (root.master_version, root.wrapped),
             )
-            row = (yield q("SELECT master_version, wrapped FROM derivation_root WHERE id = 1", ())).first()
+            row = (yield q(_DERIVATION_ROOT, ())).first()
             assert row is not None  # nothing deletes it
             return WrappedSecret(int(row[0]), bytes(row[1]))
 
