@@ -141,6 +141,16 @@ def named_entities(text: str) -> list[str]:
     return _unique(entities)
 
 
+def without_names(text: str, names: Iterable[str]) -> str:
+    """The text with each of `names` (and its possessive) left out, or the text itself if nothing
+    else would remain: "What is Caroline's job?" without Caroline is "What is job?"."""
+    out = text
+    for name in names:
+        out = re.sub(rf"(?<!\w){re.escape(name)}(?:['\u2019]s)?(?!\w)", " ", out)
+    out = " ".join(out.split())
+    return out if out.strip(" ?!.,") else text
+
+
 def quoted_phrases(text: str) -> list[str]:
     return _unique(next(g for g in m.groups() if g).strip() for m in _QUOTED.finditer(text))
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memsvc.domain.models import Namespace, StoredMemory
+from memsvc.domain.models import Memory, Namespace, StoredMemory
 from memsvc.embeddings.base import Embedder, Vector
 from memsvc.errors import MemsvcError
 from memsvc.stores.lexical.analysis import TermHasher
@@ -39,18 +39,24 @@ def vector_item(stored: StoredMemory, vector: Vector) -> VectorItem:
 
 
 class LexicalWriter:
-    """Writes the keyed term bags of memory contents; the indexer writes them."""
+    """Writes the keyed term bags of memories' lexical texts; the indexer writes them."""
 
     def __init__(self, hasher: TermHasher, index: LexicalIndex) -> None:
         self._hasher = hasher
         self._index = index
 
-    async def write(self, namespace: Namespace, contents: Sequence[tuple[str, str]]) -> None:
-        """Replace the postings of each (memory id, plaintext content); only term ids leave here."""
+    async def write(self, namespace: Namespace, entries: Sequence[tuple[str, Memory]]) -> None:
+        """Replace the postings of each (memory id, opened memory): its lexical text's terms and,
+        for a turn with a named speaker, the speaker's marker terms (`TermHasher.speaker_ids`), so
+        that a query can tell the names of the namespace's speakers. Only term ids leave here."""
         docs = []
-        for memory_id, content in contents:
-            bag = self._hasher.bag(namespace.tenant, content)
-            docs.append(LexicalDoc(memory_id, bag.counts, bag.length))
+        for memory_id, memory in entries:
+            bag = self._hasher.bag(namespace.tenant, memory.lexical_text)
+            terms = bag.counts
+            if memory.speaker_name:
+                terms = {**terms, **dict.fromkeys(self._hasher.speaker_ids(namespace.tenant, memory.speaker_name), 1)}
+            # The markers are not words of the text: its BM25 length stays the text's.
+            docs.append(LexicalDoc(memory_id, terms, bag.length))
         await self._index.index(namespace, docs)
 
 
@@ -76,23 +82,23 @@ class Indexer:
             return {}
 
     async def index(
-        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], texts: Sequence[str] = ()
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], opened: Sequence[Memory] = ()
     ) -> None:
-        """Write postings (for `texts`, one per row, when given) and vectors, then mark the rows
-        indexed. Raises the index's error: the caller decides whether to defer."""
+        """Write postings (from the rows' `opened` plaintext, one per row, when given) and vectors,
+        then mark the rows indexed. Raises the index's error: the caller decides whether to defer."""
         if not rows:
             return
-        if self._lexical is not None and texts:
-            await self._lexical.write(namespace, [(row.id, text) for (row, _), text in zip(rows, texts, strict=True)])
+        if self._lexical is not None and opened:
+            await self._lexical.write(namespace, [(row.id, m) for (row, _), m in zip(rows, opened, strict=True)])
         await self._index.upsert(namespace, [vector_item(row, vector) for row, vector in rows])
         await self._store.mark_indexed([IndexTicket(row.id, row.revision) for row, _ in rows])
 
     async def index_or_defer(
-        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], texts: Sequence[str] = ()
+        self, namespace: Namespace, rows: Sequence[tuple[StoredMemory, Vector]], opened: Sequence[Memory] = ()
     ) -> None:
         """`index`, leaving the rows to the reconciler if an index is down (the write stands)."""
         try:
-            await self.index(namespace, rows, texts)
+            await self.index(namespace, rows, opened)
         except MemsvcError as exc:
             log.warning("vector write deferred to the reconciler for %d rows: %s", len(rows), exc.message)
 

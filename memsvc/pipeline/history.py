@@ -250,7 +250,7 @@ class HistoryService:
             await self._indexer.index_or_defer(
                 namespace,
                 [(row, vector) for (row, _), vector in zip(created, vectors, strict=True)],
-                [record.memory.content for _, record in created],
+                [record.memory for _, record in created],
             )
         stored_ids = {source: new_ids[source] for _, source in todo}
         out_ids = [done_keys.get(import_key(s)) or stored_ids.get(s) or s for s in ids]

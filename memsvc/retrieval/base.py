@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from memsvc.deadline import Deadline
@@ -115,17 +116,16 @@ async def search_all(
     deadline: Deadline,
     k: int | None = None,
     words_only: Collection[str] = (),
+    speakers_by_words: bool = True,
 ) -> list[list[Candidate]]:
     """Every query searched concurrently; each issued query is recorded in the report once.
-    The queries in `words_only` (by `query_key`) are searched by their words alone (no embedding)."""
+    The queries in `words_only` (by `query_key`) are searched by their words alone (no embedding);
+    `speakers_by_words` as in `QueryPipeline.search`."""
     for q in queries:
         if q not in report.queries:
             report.queries.append(q)
-    return list(
-        await asyncio.gather(
-            *(pipeline.search(plan, q, report, deadline, k, dense=query_key(q) not in words_only) for q in queries)
-        )
-    )
+    search = partial(pipeline.search, report=report, deadline=deadline, k=k, speakers_by_words=speakers_by_words)
+    return list(await asyncio.gather(*(search(plan, q, dense=query_key(q) not in words_only) for q in queries)))
 
 
 def recent_texts(request: QueryInput) -> list[str]:

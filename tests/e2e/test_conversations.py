@@ -117,6 +117,35 @@ def test_a_reply_is_found_by_the_words_of_the_question_it_answers(server: Runnin
     assert later.turns[0].id != reply.turns[0].id
 
 
+# The other side of a conversation addresses a speaker by name; the speaker's own turns never say it.
+ADDRESSED = [
+    turn("Melanie, you always look so calm! Melanie, how was your week?", "Caroline", at=MAY_8_2023),
+    turn("Busy! I swim laps at dawn before work, the quiet water clears my head.", "Melanie", at=MAY_8_2023 + 60),
+    turn("Melanie, that is impressive. I can never get up that early, Melanie!", "Caroline", at=MAY_8_2023 + 120),
+    turn("My boss moved our deadline again, so the team is stressed.", "Caroline", at=MAY_8_2023 + 180),
+]
+
+
+def test_a_speakers_name_is_searched_by_its_words_not_by_meaning(server: RunningServer) -> None:
+    add_conversation(server, "calm", "s0", chatter(MAY_8_2023 - DAY))
+    turns = add_conversation(server, "calm", "s1", ADDRESSED).turns
+    found = query(server, "calm", "How does Melanie unwind?", filter=all_filter(), limit=10)
+    assert "recall: searched by meaning without the speaker name(s) Melanie" in found.report.notes
+    ranked = [r.memory.id for r in found.memories]
+    # What Melanie said about it ranks above what was said to her.
+    assert turns[1].id in ranked
+    assert all(ranked.index(turns[1].id) < ranked.index(t.id) for t in (turns[0], turns[2]) if t.id in ranked)
+    # Where Melanie is only talked about, her name is no speaker's: it stays in the search by meaning.
+    server.writes.AddMemories(
+        write_service_pb2.AddMemoriesRequest(
+            user_id="talked-about", memories=[write_service_pb2.NewMemory(content="Melanie swims laps at dawn.")]
+        ),
+        metadata=server.md,
+    )
+    other = query(server, "talked-about", "How does Melanie unwind?", filter=all_filter())
+    assert not [n for n in other.report.notes if "speaker name" in n]
+
+
 def test_resending_a_session_stores_each_turn_once(server: RunningServer) -> None:
     first = add_conversation(server, "mel", "s1", PETS[:2])
     again = add_conversation(server, "mel", "s1", PETS)

@@ -220,3 +220,15 @@ def test_terms_held_names_the_asked_terms_each_memory_holds(stores: Stores) -> N
     # Reindexed content answers with its new terms.
     stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {9: 1}, 1)]))
     assert stores.run(stores.lexical.terms_held(ALICE, [a, b], [1, 2, 9])) == {a: frozenset({9}), b: frozenset({2})}
+
+
+def test_terms_present_names_the_asked_terms_any_memory_of_the_namespace_holds(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 1, 2: 1})
+    stores.add(ALICE, {3: 1})
+    stores.add(BOB, {4: 1})
+    assert stores.run(stores.lexical.terms_present(ALICE, [1, 3, 4, 9, 1])) == frozenset({1, 3})
+    assert stores.run(stores.lexical.terms_present(BOB, [1, 4])) == frozenset({4})
+    assert stores.run(stores.lexical.terms_present(ALICE, [])) == frozenset()
+    # Gone with the postings that held it.
+    stores.run(stores.lexical.remove(ALICE, [a]))
+    assert stores.run(stores.lexical.terms_present(ALICE, [1, 2, 3])) == frozenset({3})

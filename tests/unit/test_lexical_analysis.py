@@ -68,3 +68,13 @@ def test_the_c_stemmer_is_used_and_stems_as_the_pure_python_one_does() -> None:
     ]
     fast, reference = Stemmer.Stemmer("english"), EnglishStemmer()
     assert [fast.stemWord(w) for w in words] == [reference.stemWord(w) for w in words]
+
+
+def test_speaker_markers_are_keyed_ids_no_word_of_a_text_can_have() -> None:
+    hasher = TermHasher(derive)
+    markers = hasher.speaker_ids("t1", "Mel Jones")
+    assert len(markers) == 2
+    words = hasher.bag("t1", "Mel Jones said: speaker mel jones").counts
+    assert not set(markers) & set(words)
+    assert hasher.speaker_ids("t1", "Mel's") == markers[:1]  # analysed like text: the possessive goes
+    assert hasher.speaker_ids("t2", "Mel Jones") != markers  # per tenant, like every term id

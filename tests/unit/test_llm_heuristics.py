@@ -18,7 +18,7 @@ from memsvc.llm.heuristics import (
 )
 from memsvc.llm.needs import detect_needs
 from memsvc.llm.parse import MalformedReply, parse_json, string_list
-from memsvc.llm.text import extract_keywords, salient_terms, stem
+from memsvc.llm.text import extract_keywords, salient_terms, stem, without_names
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC).timestamp()
 
@@ -41,6 +41,16 @@ def test_sentence_starters_and_months_are_not_names() -> None:
     assert extract_keywords("Where does the person who recommended the trail work?").entities == ()
     assert extract_keywords("Maria went to Lisbon in March").entities == ("Maria", "Lisbon")
     assert extract_keywords("Tell me about my sister's job").entities == ()
+
+
+def test_names_are_left_out_with_their_possessive_and_nothing_else() -> None:
+    assert without_names("What is Caroline's identity?", ["Caroline"]) == "What is identity?"
+    assert without_names("Did Mel and Jon Smith\u2019s kids meet?", ["Mel", "Jon Smith"]) == "Did and kids meet?"
+    # Whole names only: "Mel" is not in "Melanie" nor in "Carmel".
+    assert without_names("Where did Melanie visit Carmel?", ["Mel"]) == "Where did Melanie visit Carmel?"
+    # A question of nothing but the name stays as it is.
+    assert without_names("Caroline?", ["Caroline"]) == "Caroline?"
+    assert without_names("What did Caroline say?", []) == "What did Caroline say?"
 
 
 def test_stemming_matches_word_forms() -> None:

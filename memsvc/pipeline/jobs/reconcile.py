@@ -123,9 +123,7 @@ class Reconciler:
                 memories = await self._codec.open_all(group)
                 vectors = await self._embedder.embed([m.embedding_text for m in memories])
                 # Raises while an index is down: the pass stops and the next one retries.
-                await self._indexer.index(
-                    namespace, list(zip(group, vectors, strict=True)), [m.lexical_text for m in memories]
-                )
+                await self._indexer.index(namespace, list(zip(group, vectors, strict=True)), memories)
                 total += len(group)
             if len(rows) < self._batch or self._periodic.stopping:
                 return total  # the rest waits for the next pass (or the next start)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memsvc.deadline import Deadline
+from memsvc.llm.text import named_entities
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.lexical.analysis import TermHasher
@@ -32,6 +33,20 @@ class LexicalRecall:
             Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1, term_coverage=h.coverage)
             for i, h in enumerate(hits)
         ]
+
+    async def speakers_named(self, plan: QueryPlan, text: str, deadline: Deadline) -> list[str]:
+        """The names in `text` that speakers of the namespace's conversations go by, known from
+        the marker terms their turns are posted with (nothing readable is stored)."""
+        names = named_entities(text)
+        if not names:
+            return []
+        tenant = plan.namespace.tenant
+        markers = {name: self._hasher.speaker_ids(tenant, name) for name in names}
+        wanted = [i for ids in markers.values() for i in ids]
+        if not wanted:
+            return []
+        present = await deadline.run(self._index.terms_present(plan.namespace, wanted), "the lexical index")
+        return [name for name, ids in markers.items() if ids and all(i in present for i in ids)]
 
     async def terms_held(
         self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline

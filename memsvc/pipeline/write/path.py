@@ -276,7 +276,7 @@ class WritePath:
         memories: dict[int, Memory] = {}
         results: dict[int, AddResult] = {}
         fresh: list[tuple[StoredMemory, Vector]] = []
-        texts: list[str] = []
+        opened: list[Memory] = []
         supersede: list[tuple[Memory, str, str]] = []
         for k, (row, created) in zip(new, stored, strict=True):
             draft = drafts[k]
@@ -289,7 +289,7 @@ class WritePath:
                 row, draft.item.content, draft.item.metadata, draft.item.speaker_name, draft.item.index_text
             )
             fresh.append((row, draft.vector))
-            texts.append(memories[k].lexical_text)
+            opened.append(memories[k])
             superseded = tuple(c.memory.id for c in draft.supersedes)
             supersede += [(c.memory, row.id, c.reason) for c in draft.supersedes]
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
@@ -306,7 +306,7 @@ class WritePath:
                 out.append(results[k])
         if fresh or any(r.outcome is WriteOutcome.CONFIRMED_EXISTING for r in out):
             await self._changes.changed(namespace)
-        await self._indexer.index_or_defer(namespace, fresh, texts)
+        await self._indexer.index_or_defer(namespace, fresh, opened)
         if supersede:
             await self._supersede(principal, namespace, supersede, now)
         return out
@@ -490,7 +490,7 @@ class WritePath:
             raise NotFound("no such memory")
         await self._changes.changed(namespace)
         after_update = with_plaintext(updated, content, metadata, memory.speaker_name, index_text)
-        await self._indexer.index_or_defer(namespace, [(updated, vectors[0])], [after_update.lexical_text])
+        await self._indexer.index_or_defer(namespace, [(updated, vectors[0])], [after_update])
         return after_update
 
     async def delete(self, principal: Principal, user_id: str, memory_id: str, deadline: Deadline) -> None:

@@ -89,6 +89,11 @@ class TermBag:
     length: int
 
 
+# A speaker's name is posted under marker terms that no analysed word can be (words never hold
+# a control character): the namespace's postings tell who spoke without holding any plaintext.
+_SPEAKER_MARK = "\x00speaker\x00"
+
+
 class TermHasher:
     """Keyed term ids per tenant: HMAC-SHA256 under a subkey, truncated to a signed 64-bit int."""
 
@@ -107,6 +112,10 @@ class TermHasher:
     def term_id(self, tenant: str, term: str) -> int:
         digest = hmac.new(self._key(tenant), term.encode(), hashlib.sha256).digest()
         return int.from_bytes(digest[:8], "big", signed=True)
+
+    def speaker_ids(self, tenant: str, name: str) -> list[int]:
+        """The marker term ids of a speaker's name, one per term of it ("Mel Jones": two)."""
+        return [self.term_id(tenant, _SPEAKER_MARK + term) for term in self._analyzer.terms(name)]
 
     def ids(self, tenant: str, terms: Iterable[str]) -> TermBag:
         counts: Counter[int] = Counter()

@@ -63,3 +63,7 @@ class LexicalIndex(Protocol):
     ) -> dict[str, frozenset[int]]:
         """Which of `terms` each memory's postings hold, in one query: a memory holding none is absent."""
         ...
+
+    async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
+        """Which of `terms` any memory of the namespace holds."""
+        ...

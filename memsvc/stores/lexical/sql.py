@@ -132,6 +132,19 @@ class SqlLexicalIndex:
 
         return await self._db.transact(held(), write=False)
 
+    async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
+        if not terms:
+            return frozenset()
+        in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
+        # One probe of the primary key (ns, term, memory_id) per term.
+        sql = f"SELECT DISTINCT term FROM lexical_postings WHERE ns = %s AND {in_terms}"
+
+        def present() -> Program[frozenset[int]]:
+            rows = (yield q(sql, (namespace.digest, *term_values))).rows
+            return frozenset(int(r[0]) for r in rows)
+
+        return await self._db.transact(present(), write=False)
+
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
 
