@@ -225,10 +225,11 @@ class Applicability:
         # Rerank depth: the applicability estimate sorts a deeper pool better than the first-stage
         # fusion does (LoCoMo R@7 0.596 at 30, 0.632 at 60-150; docs/retrieval.md).
         pool = max(self._pool, 3 * plan.limit)
-        # Speaker names stay in the searches by meaning here, unlike the other modes: the deeper
-        # pool finds more evidence without them (LoCoMo dev R@20 0.835 -> 0.849), but the estimate
-        # below then puts less of it in the top 7 (0.763 -> 0.757, multi-hop 0.516 -> 0.503): the
-        # summaries and extracted memories, which name the speaker, lose their similarity edge.
+        # Speaker names stay in the searches by meaning here, unlike the other modes: the pool
+        # finds more evidence without them (LoCoMo dev R@20 0.835 -> 0.849), but the estimate
+        # below then puts less of it in the top 7 (0.763 -> 0.757, multi-hop 0.516 -> 0.503):
+        # extracted memories, which name their subject, fall out of the top and session
+        # summaries, less often useful, take their places (docs/retrieval.md).
         search = partial(search_all, self._pipeline, report=report, deadline=deadline, k=pool, speakers_by_words=False)
         results = await search(plan, queries, words_only=words_only)
         evidence = Evidence(self._pipeline.queries_rrf_k)
