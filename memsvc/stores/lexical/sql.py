@@ -135,12 +135,16 @@ class SqlLexicalIndex:
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         if not terms:
             return frozenset()
-        in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
-        # One probe of the primary key (ns, term, memory_id) per term.
-        sql = f"SELECT DISTINCT term FROM lexical_postings WHERE ns = %s AND {in_terms}"
+        wanted = list(dict.fromkeys(terms))
+        # One probe of the primary key (ns, term, memory_id) per term, whatever its postings
+        # count (a speaker's marker is on every turn of theirs).
+        sql = (
+            f"WITH q(term) AS (VALUES {', '.join(['(%s)'] * len(wanted))}) SELECT term FROM q "
+            "WHERE EXISTS (SELECT 1 FROM lexical_postings p WHERE p.ns = %s AND p.term = q.term)"
+        )
 
         def present() -> Program[frozenset[int]]:
-            rows = (yield q(sql, (namespace.digest, *term_values))).rows
+            rows = (yield q(sql, (*wanted, namespace.digest))).rows
             return frozenset(int(r[0]) for r in rows)
 
         return await self._db.transact(present(), write=False)
