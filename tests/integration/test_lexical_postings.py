@@ -20,6 +20,9 @@ from memsvc.domain.models import (
     Tier,
     new_memory_id,
 )
+from memsvc.memories.codec import with_plaintext
+from memsvc.memories.indexer import LexicalWriter
+from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import Bm25, LexicalDoc
 from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
@@ -232,3 +235,20 @@ def test_terms_present_names_the_asked_terms_any_memory_of_the_namespace_holds(s
     # Gone with the postings that held it.
     stores.run(stores.lexical.remove(ALICE, [a]))
     assert stores.run(stores.lexical.terms_present(ALICE, [1, 2, 3])) == frozenset({3})
+
+
+def test_a_turn_is_posted_with_its_speakers_markers_outside_its_length(stores: Stores) -> None:
+    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
+    writer = LexicalWriter(hasher, stores.lexical)
+    turn, fact = row(ALICE), row(ALICE)
+    stores.run(stores.records.insert_memories([turn, fact]))
+    text = "Melanie: I swim laps at dawn"
+    opened = [(turn.id, with_plaintext(turn, "I swim laps at dawn", {}, "Melanie", text))]
+    stores.run(writer.write(ALICE, [*opened, (fact.id, with_plaintext(fact, "Caroline paints", {}))]))
+    melanie, caroline = hasher.speaker_ids("acme", "Melanie"), hasher.speaker_ids("acme", "Caroline")
+    # Melanie spoke; Caroline is only talked about: her name is a word of the fact, not a speaker.
+    assert stores.run(stores.lexical.terms_present(ALICE, [*melanie, *caroline])) == frozenset(melanie)
+    assert stores.run(stores.lexical.terms_present(BOB, melanie)) == frozenset()
+    # BM25's lengths are the texts' own: the marker is not a word of the turn.
+    words = hasher.bag("acme", text).length + hasher.bag("acme", "Caroline paints").length
+    assert stores.run(stores.lexical.stats(ALICE)) == (2, words)
