@@ -119,13 +119,21 @@ async def search_all(
     speakers_by_words: bool = True,
 ) -> list[list[Candidate]]:
     """Every query searched concurrently; each issued query is recorded in the report once.
-    The queries in `words_only` (by `query_key`) are searched by their words alone (no embedding);
-    `speakers_by_words` as in `QueryPipeline.search`."""
+    The queries in `words_only` (by `query_key`) are searched by their words alone (no embedding).
+    `speakers_by_words`: the namespace's speakers' names are left out of what is embedded
+    (`QueryPipeline.meaning_of`), looked up once for all the queries."""
     for q in queries:
         if q not in report.queries:
             report.queries.append(q)
-    search = partial(pipeline.search, report=report, deadline=deadline, k=k, speakers_by_words=speakers_by_words)
-    return list(await asyncio.gather(*(search(plan, q, dense=query_key(q) not in words_only) for q in queries)))
+    embedded = [q for q in queries if query_key(q) not in words_only]
+    names = await pipeline.speakers_in(plan, embedded, deadline) if speakers_by_words else [[] for _ in embedded]
+    speakers_of = dict(zip(embedded, names, strict=True))  # the embedded queries, each with its speakers
+    search = partial(pipeline.search, report=report, deadline=deadline, k=k)
+    return list(
+        await asyncio.gather(
+            *(search(plan, q, dense=q in speakers_of, speakers=speakers_of.get(q, ())) for q in queries)
+        )
+    )
 
 
 def recent_texts(request: QueryInput) -> list[str]:

@@ -34,19 +34,19 @@ class LexicalRecall:
             for i, h in enumerate(hits)
         ]
 
-    async def speakers_named(self, plan: QueryPlan, text: str, deadline: Deadline) -> list[str]:
-        """The names in `text` that speakers of the namespace's conversations go by, known from
-        the marker terms their turns are posted with (nothing readable is stored)."""
-        names = named_entities(text)
-        if not names:
-            return []
+    async def speakers_named(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
+        """For each of `texts`, its names that speakers of the namespace's conversations go by,
+        known from the marker terms their turns are posted with (nothing readable is stored);
+        one lookup for all the texts."""
+        names = [named_entities(text) for text in texts]
         tenant = plan.namespace.tenant
-        markers = {name: self._hasher.speaker_ids(tenant, name) for name in names}
+        markers = {name: self._hasher.speaker_ids(tenant, name) for name in {n for ns in names for n in ns}}
         wanted = [i for ids in markers.values() for i in ids]
         if not wanted:
-            return []
+            return [[] for _ in texts]
         present = await deadline.run(self._index.terms_present(plan.namespace, wanted), "the lexical index")
-        return [name for name, ids in markers.items() if ids and all(i in present for i in ids)]
+        speakers = {name for name, ids in markers.items() if ids and all(i in present for i in ids)}
+        return [[n for n in ns if n in speakers] for ns in names]
 
     async def terms_held(
         self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline

@@ -145,7 +145,7 @@ class QueryPipeline:
         k: int | None = None,
         *,
         dense: bool = True,
-        speakers_by_words: bool = True,
+        speakers: Sequence[str] | None = None,
     ) -> list[Candidate]:
         """Stages 2-3 for one query text within the plan's namespace and filters.
 
@@ -153,8 +153,10 @@ class QueryPipeline:
         first; the lexical half needs no embedding, so it may start before it (see __init__).
         Retrieval modes call this once per generated query, then `finish` on the merged list;
         `dense=False` searches the words alone (a mode's keyword queries), neither embedded nor
-        searched by meaning, where the lexical channel exists. `speakers_by_words`: the names of
-        the namespace's speakers are searched by their words only (`meaning_of`).
+        searched by meaning, where the lexical channel exists. The names of the namespace's
+        speakers are searched by their words only (`meaning_of`): `speakers`, the text's names
+        that are speakers', when the caller looked them up already (`speakers_in`; empty: embed
+        every name), else looked up here.
         """
         if not dense and self.lexical is not None:
             return await self._words_only(plan, text, report, deadline, k)
@@ -162,7 +164,9 @@ class QueryPipeline:
         if self.lexical is not None and self.lexical_during_embedding:
             lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
         try:
-            meaning = await self.meaning_of(plan, text, report, deadline) if speakers_by_words else text
+            if speakers is None:
+                speakers = (await self.speakers_in(plan, [text], deadline))[0]
+            meaning = self.meaning_of(text, speakers, report)
             with stage_span(self.tracer, report, "embed") as span:
                 qv = await self.embed.run(meaning, deadline)
                 span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
@@ -187,8 +191,19 @@ class QueryPipeline:
             if lexical is not None and not lexical.done():
                 lexical.cancel()
 
-    async def meaning_of(self, plan: QueryPlan, text: str, report: QueryReport, deadline: Deadline) -> str:
-        """What of `text` is searched by meaning: all of it but the names of the namespace's speakers.
+    async def speakers_in(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
+        """For each of `texts`, its names that the namespace's speakers go by, in one lookup of
+        the lexical index; none without it, or while it is down (the search itself reports that)."""
+        if self.lexical is not None:
+            try:
+                return await self.lexical.speakers_named(plan, texts, deadline)
+            except Unavailable:
+                pass
+        return [[] for _ in texts]
+
+    @staticmethod
+    def meaning_of(text: str, speakers: Sequence[str], report: QueryReport) -> str:
+        """What of `text` is searched by meaning: all of it but `speakers`, its speakers' names.
 
         A speaker's own turns never carry their name, while the other side's turns address them
         by it ("Thanks, Melanie!"), so a name in a short question pulls its embedding towards what
@@ -196,17 +211,9 @@ class QueryPipeline:
         the name (a turn's lexical text holds its speaker). LoCoMo dev, DIRECT R@7 0.657 -> 0.716,
         multi-hop 0.359 -> 0.399 (docs/retrieval.md).
         """
-        if self.lexical is None:
-            return text
-        try:
-            names = await self.lexical.speakers_named(plan, text, deadline)
-        except Unavailable:
-            return text  # the lexical channel is down: the search reports it
-        if not names:
-            return text
-        meaning = without_names(text, names)
+        meaning = without_names(text, speakers)
         if meaning != text:
-            note = f"recall: searched by meaning without the speaker name(s) {', '.join(names)}"
+            note = f"recall: searched by meaning without the speaker name(s) {', '.join(speakers)}"
             if note not in report.notes:
                 report.notes.append(note)
         return meaning
