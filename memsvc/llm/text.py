@@ -222,6 +222,17 @@ def statements(text: str) -> str:
     return " ".join(s for s in sentences(text) if not s.endswith("?"))
 
 
+def without_questions_asked_back(text: str) -> str:
+    """The text without the questions it ends on, when it states something before them:
+    "We went camping last weekend. What did you get up to?" -> "We went camping last weekend."
+    A text that is all questions, or asks first and states after, is returned as it is."""
+    parts = sentences(text)
+    end = len(parts)
+    while end and parts[end - 1].endswith("?"):
+        end -= 1
+    return " ".join(parts[:end]) if 0 < end < len(parts) else text
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     if not a and not b:
         return 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memsvc.domain.models import MemoryKind, RankedMemory, utc_from_s
+from memsvc.domain.models import MemoryKind, RankedMemory, spoken_text, utc_from_s
 from memsvc.llm.text import estimate_tokens, jaccard, stems
 
 HEADER = "Relevant memories (most applicable first):"
@@ -18,7 +18,7 @@ def _line(r: RankedMemory) -> str:
     if m.stale:
         kind += ", may be outdated"
     # A conversation turn says who spoke: "Melanie: Luna and Oliver!".
-    return f"{lead} [{day} {m.role.value}{kind}] {m.embedding_text.strip()}"
+    return f"{lead} [{day} {m.role.value}{kind}] {spoken_text(m.content, m.speaker_name).strip()}"
 
 
 def compose_context(memories: Sequence[RankedMemory], token_budget: int, broad: bool = False) -> tuple[str, int]:

@@ -146,6 +146,39 @@ def test_a_speakers_name_is_searched_by_its_words_not_by_meaning(server: Running
     assert not [n for n in other.report.notes if "speaker name" in n]
 
 
+# A reply that hands the word back: the question it ends on is about the other speaker.
+ASKED_BACK = [
+    turn("I adopted a rescue greyhound named Pepper last month.", "Caroline", at=MAY_8_2023),
+    turn("Aww, congrats! Did you ever think about getting a cat or a parrot instead?", "Melanie", at=MAY_8_2023 + 60),
+    turn("Not really, my landlord only allows one animal.", "Caroline", at=MAY_8_2023 + 120),
+]
+
+
+def test_a_turn_is_searched_by_meaning_for_what_it_states_not_the_question_it_hands_back(
+    server: RunningServer, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_conversation(server, "pepper", "s0", chatter(MAY_8_2023 - DAY))
+    embedded = record_embeds(embedder, monkeypatch)
+    turns = add_conversation(server, "pepper", "s1", ASKED_BACK).turns
+    assert "Melanie: Aww, congrats!" in embedded
+    found = query(server, "pepper", "What pets does Caroline have?", filter=all_filter(), limit=20, min_relevance=0.0)
+    ranked = list(found.memories)
+    stated = [i for i, r in enumerate(ranked) if turns[0].id in (r.memory.id, *r.memory.source_memory_ids)]
+    asked = [i for i, r in enumerate(ranked) if r.memory.id == turns[1].id]
+    assert stated
+    if asked:
+        # By meaning the reaction is as far from the question as unrelated chatter (a cosine
+        # below 0.15, what the rank stage takes as unrelated; 0.32 while its question about a cat
+        # or a parrot was in its vector, nearer than Caroline's own extracted statement at 0.29).
+        assert ranked[asked[0]].score_breakdown.semantic < 0.15
+        assert stated[0] < asked[0]
+    # The stored turn is still the whole turn.
+    assert turns[1].content == ASKED_BACK[1].content
+    # A user's turn to an assistant names no speaker: the question it ends on is a request, and stays.
+    add_conversation(server, "pepper", "s2", [turn("I like quiet hotels. Can you recommend one in Lisbon?")])
+    assert "I like quiet hotels. Can you recommend one in Lisbon?" in embedded
+
+
 def test_resending_a_session_stores_each_turn_once(server: RunningServer) -> None:
     first = add_conversation(server, "mel", "s1", PETS[:2])
     again = add_conversation(server, "mel", "s1", PETS)

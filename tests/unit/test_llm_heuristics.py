@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memsvc.domain.models import embedding_text
 from memsvc.llm.dates import parse_time_window
 from memsvc.llm.heuristics import (
     declarative,
@@ -18,7 +19,7 @@ from memsvc.llm.heuristics import (
 )
 from memsvc.llm.needs import detect_needs
 from memsvc.llm.parse import MalformedReply, parse_json, string_list
-from memsvc.llm.text import extract_keywords, salient_terms, stem, without_names
+from memsvc.llm.text import extract_keywords, salient_terms, stem, without_names, without_questions_asked_back
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC).timestamp()
 
@@ -51,6 +52,25 @@ def test_names_are_left_out_with_their_possessive_and_nothing_else() -> None:
     # A question of nothing but the name stays as it is.
     assert without_names("Caroline?", ["Caroline"]) == "Caroline?"
     assert without_names("What did Caroline say?", []) == "What did Caroline say?"
+
+
+def test_a_text_leaves_out_only_the_questions_it_ends_on_after_stating_something() -> None:
+    said = "We went camping last weekend. It was great! What did you get up to? Anything fun?"
+    assert without_questions_asked_back(said) == "We went camping last weekend. It was great!"
+    # Asking first and stating after keeps all of it, as does a text of nothing but questions.
+    asked_first = "Can you recommend a hotel in Lisbon? I like quiet places."
+    assert without_questions_asked_back(asked_first) == asked_first
+    assert without_questions_asked_back("How was the trip? Did you see the coast?") == (
+        "How was the trip? Did you see the coast?"
+    )
+    assert without_questions_asked_back("I finished my screenplay.") == "I finished my screenplay."
+
+
+def test_only_a_named_speakers_turn_is_embedded_without_the_questions_it_hands_back() -> None:
+    said = "I finally finished my screenplay! Have you written anything lately?"
+    assert embedding_text(said, "Joanna") == "Joanna: I finally finished my screenplay!"
+    # Without a name (a user talking to an assistant) a closing question is a request: it stays.
+    assert embedding_text(said, "") == said
 
 
 def test_stemming_matches_word_forms() -> None:
