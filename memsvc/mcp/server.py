@@ -25,6 +25,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memsvc import __version__
+from memsvc.domain.models import spoken_text
 from memsvc.mcp.gateway import CallFailed, MemoryGateway, NewTurn
 from memsvc.retrieval.compose import HEADER as CONTEXT_HEADER
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
@@ -179,7 +180,7 @@ def _context_line(r: query_service_pb2.RankedMemory) -> str:
         kind += ", may be outdated"
     day = m.create_time.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%d")
     lead = "  ~" if r.context_neighbor else "-"
-    said = f"{m.speaker_name}: {m.content}" if m.speaker_name else m.content
+    said = spoken_text(m.content, m.speaker_name)
     return f"{lead} [{day} {_enum_name(memory_pb2.Role, m.role, 'ROLE_')}{kind}] {said.strip()}"
 
 
