@@ -417,12 +417,13 @@ async def run_server(settings: Settings, *, worker: int | None = None) -> None:
     components = await build_components(settings)
     service = Service(components)
     token = None if worker is not None else await bootstrap_dev_key(settings, components.store, components.keys)
-    port = await service.start()
     # What start-up built (the model, the clients, the key ring) lives as long as the process.
     # Frozen out of the collector's generations, it is no longer walked by every full collection
     # in the middle of a query (about 100 ms each on the benchmark store; docs/performance.md).
+    # Collected before the port opens, so no first call waits for it.
     gc.collect()
     gc.freeze()
+    port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
     if token:
         print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
