@@ -105,8 +105,13 @@ def ts_to_s(ts: timestamp_pb2.Timestamp) -> float:
 
 def s_to_ts(seconds: float) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
-    ts.FromNanoseconds(int(seconds * 1e9))
+    set_time(ts, seconds)
     return ts
+
+
+def set_time(ts: timestamp_pb2.Timestamp, seconds: float) -> None:
+    """`ts` set to `seconds` in place, as `FromNanoseconds` would (a Python method, 3x dearer)."""
+    ts.seconds, ts.nanos = divmod(int(seconds * 1e9), 1_000_000_000)
 
 
 def new_memory(msg: write_service_pb2.NewMemory, field: str) -> NewMemory:
@@ -190,39 +195,45 @@ def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
 
 
 def memory_message(m: Memory) -> memory_pb2.Memory:
-    msg = memory_pb2.Memory(
-        id=m.id,
-        user_id=m.namespace.user_id,
-        content=m.content,
-        role=ROLE_ENUMS[m.role],
-        kind=KIND_ENUMS[m.kind],
-        tags=list(m.tags),
-        session_id=m.session_id,
-        importance=m.importance,
-        tier=TIER_ENUMS[m.tier],
-        create_time=s_to_ts(m.created_at),
-        update_time=s_to_ts(m.updated_at),
-        usage_count=m.usage_count,
-        quality=m.quality,
-        consistency=m.consistency,
-        decay=m.decay,
-        retention_status=STATUS_ENUMS[m.retention_status],
-        embedding_version=m.embedding_version,
-        superseded_by=m.superseded_by,
-        confirmation_count=m.confirmation_count,
-        score_reasons=dict(m.score_reasons),
-        vitality=m.vitality,
-        source_memory_ids=list(m.source_ids),
-        speaker_name=m.speaker_name,
-        stale=m.stale,
-    )
-    if m.metadata:
-        msg.metadata.CopyFrom(dict_to_struct(m.metadata))
-    if m.last_accessed_at is not None:
-        msg.last_access_time.CopyFrom(s_to_ts(m.last_accessed_at))
-    if m.expires_at is not None:
-        msg.expire_time.CopyFrom(s_to_ts(m.expires_at))
+    msg = memory_pb2.Memory()
+    fill_memory(msg, m)
     return msg
+
+
+# Query responses are filled in place, field by field: a message handed to a constructor is
+# copied, and a query's ten results cost 0.1 ms of CPU that way against 0.04 ms in place.
+def fill_memory(msg: memory_pb2.Memory, m: Memory) -> None:
+    """Set an empty `msg` to `m`."""
+    msg.id = m.id
+    msg.user_id = m.namespace.user_id
+    msg.content = m.content
+    msg.role = ROLE_ENUMS[m.role]
+    msg.kind = KIND_ENUMS[m.kind]
+    msg.tags.extend(m.tags)
+    msg.session_id = m.session_id
+    msg.importance = m.importance
+    msg.tier = TIER_ENUMS[m.tier]
+    set_time(msg.create_time, m.created_at)
+    set_time(msg.update_time, m.updated_at)
+    msg.usage_count = m.usage_count
+    msg.quality = m.quality
+    msg.consistency = m.consistency
+    msg.decay = m.decay
+    msg.retention_status = STATUS_ENUMS[m.retention_status]
+    msg.embedding_version = m.embedding_version
+    msg.superseded_by = m.superseded_by
+    msg.confirmation_count = m.confirmation_count
+    msg.score_reasons.update(m.score_reasons)
+    msg.vitality = m.vitality
+    msg.source_memory_ids.extend(m.source_ids)
+    msg.speaker_name = m.speaker_name
+    msg.stale = m.stale
+    if m.metadata:
+        msg.metadata.update(dict(m.metadata))
+    if m.last_accessed_at is not None:
+        set_time(msg.last_access_time, m.last_accessed_at)
+    if m.expires_at is not None:
+        set_time(msg.expire_time, m.expires_at)
 
 
 CHANGES: dict[int, MemoryChange] = {
@@ -310,51 +321,48 @@ def imported_version(msg: memory_pb2.MemoryVersion, field: str) -> MemoryVersion
     )
 
 
-def breakdown_message(b: ScoreBreakdown) -> memory_pb2.ScoreBreakdown:
-    return memory_pb2.ScoreBreakdown(
-        semantic=b.semantic,
-        recency=b.recency,
-        importance=b.importance,
-        usage=b.usage,
-        quality=b.quality,
-        consistency=b.consistency,
-        decay=b.decay,
-        lexical=b.lexical,
-        dense_rank=b.dense_rank,
-        lexical_rank=b.lexical_rank,
-        relevance=b.relevance,
-        term_coverage=b.term_coverage,
-    )
+def fill_breakdown(msg: memory_pb2.ScoreBreakdown, b: ScoreBreakdown) -> None:
+    msg.semantic = b.semantic
+    msg.recency = b.recency
+    msg.importance = b.importance
+    msg.usage = b.usage
+    msg.quality = b.quality
+    msg.consistency = b.consistency
+    msg.decay = b.decay
+    msg.lexical = b.lexical
+    msg.dense_rank = b.dense_rank
+    msg.lexical_rank = b.lexical_rank
+    msg.relevance = b.relevance
+    msg.term_coverage = b.term_coverage
 
 
-def ranked_message(r: RankedMemory) -> query_service_pb2.RankedMemory:
-    return query_service_pb2.RankedMemory(
-        memory=memory_message(r.memory),
-        score=r.score,
-        score_breakdown=breakdown_message(r.breakdown),
-        matched_queries=list(r.matched_queries),
-        context_neighbor=r.context_neighbor,
-        sources=[memory_message(m) for m in r.sources],
-    )
+def fill_ranked(msg: query_service_pb2.RankedMemory, r: RankedMemory) -> None:
+    fill_memory(msg.memory, r.memory)
+    msg.score = r.score
+    fill_breakdown(msg.score_breakdown, r.breakdown)
+    msg.matched_queries.extend(r.matched_queries)
+    msg.context_neighbor = r.context_neighbor
+    for source in r.sources:
+        fill_memory(msg.sources.add(), source)
 
 
-def report_message(r: QueryReport) -> query_service_pb2.QueryReport:
-    return query_service_pb2.QueryReport(
-        mode=MODE_ENUMS.get(r.mode, query_service_pb2.QUERY_MODE_DIRECT),
-        selected_tool=r.selected_tool,
-        queries=r.queries,
-        searches=r.searches,
-        llm_calls=r.llm.calls,
-        llm_time_ms=r.llm.time_ms,
-        input_tokens=r.llm.input_tokens,
-        output_tokens=r.llm.output_tokens,
-        stages=[query_service_pb2.StageTiming(stage=k, duration_ms=v) for k, v in r.stages_ms.items()],
-        cache_hit=r.cache_hit,
-        embedding_cache_hit=r.embedding_cache_hit,
-        candidates_recalled=r.candidates_recalled,
-        dropped_by_importance=r.dropped_by_importance,
-        dropped_below_relevance=r.dropped_below_relevance,
-        degraded=r.degraded,
-        notes=[*r.notes, *r.llm.notes],
-        confidence=r.confidence,
-    )
+def fill_report(msg: query_service_pb2.QueryReport, r: QueryReport) -> None:
+    msg.mode = MODE_ENUMS.get(r.mode, query_service_pb2.QUERY_MODE_DIRECT)
+    msg.selected_tool = r.selected_tool
+    msg.queries.extend(r.queries)
+    msg.searches = r.searches
+    msg.llm_calls = r.llm.calls
+    msg.llm_time_ms = r.llm.time_ms
+    msg.input_tokens = r.llm.input_tokens
+    msg.output_tokens = r.llm.output_tokens
+    for stage, ms in r.stages_ms.items():
+        msg.stages.add(stage=stage, duration_ms=ms)
+    msg.cache_hit = r.cache_hit
+    msg.embedding_cache_hit = r.embedding_cache_hit
+    msg.candidates_recalled = r.candidates_recalled
+    msg.dropped_by_importance = r.dropped_by_importance
+    msg.dropped_below_relevance = r.dropped_below_relevance
+    msg.degraded = r.degraded
+    msg.notes.extend(r.notes)
+    msg.notes.extend(r.llm.notes)
+    msg.confidence = r.confidence

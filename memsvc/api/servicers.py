@@ -202,10 +202,10 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         query = convert.query_input(request)
         outcome = await self._retrieval.query(current_principal(), query, current_deadline())
         self._metrics.record_stages(outcome.report.stages_ms)
-        return query_service_pb2.QueryResponse(
-            memories=[convert.ranked_message(r) for r in outcome.memories],
-            explanation=outcome.explanation,
-            request_id=outcome.plan.request_id,
-            report=convert.report_message(outcome.report),
-            context=outcome.context,
+        response = query_service_pb2.QueryResponse(
+            explanation=outcome.explanation, request_id=outcome.plan.request_id, context=outcome.context
         )
+        for ranked in outcome.memories:
+            convert.fill_ranked(response.memories.add(), ranked)
+        convert.fill_report(response.report, outcome.report)
+        return response
