@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from memsvc.deadline import Deadline
@@ -52,6 +51,6 @@ class Fusion:
             if i and not request.additional_queries:
                 # A generated variation's scores count for less than the original query's: its
                 # first hit should not tie the original's first hit by default.
-                found = [replace(c, fused=c.fused * GENERATED_WEIGHT) for c in found]
+                found = [c.with_fused(c.fused * GENERATED_WEIGHT) for c in found]
             evidence.add(q, found)
         return Gathered(evidence.best(), evidence.matched)

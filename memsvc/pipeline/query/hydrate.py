@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory, metadata_matches
@@ -13,9 +14,10 @@ from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.records.base import MemoryRecords
 
 
-@dataclass(frozen=True, slots=True)
-class Hydrated:
-    """A candidate with its row. `sealed` holds the row when the content is not decrypted yet."""
+class Hydrated(NamedTuple):
+    """A candidate with its row. `sealed` holds the row when the content is not decrypted yet.
+
+    A NamedTuple, as `Candidate`: one per candidate of every query."""
 
     memory: Memory
     candidate: Candidate

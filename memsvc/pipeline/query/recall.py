@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memsvc.deadline import Deadline
 from memsvc.embeddings.base import Vector
@@ -10,9 +10,12 @@ from memsvc.pipeline.context import QueryPlan
 from memsvc.stores.vectors.base import VectorIndex
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A recalled memory id with what each channel said about it."""
+class Candidate(NamedTuple):
+    """A recalled memory id with what each channel said about it.
+
+    A NamedTuple rather than a frozen dataclass: a query makes some two hundred (thousands in
+    the multi-search modes), and a tuple is built in a third of the time (0.2 against 0.6 us).
+    """
 
     memory_id: str
     similarity: float = 0.0
@@ -23,8 +26,8 @@ class Candidate:
     fused: float = 0.0
 
     def with_fused(self, fused: float) -> Candidate:
-        # The constructor, not dataclasses.replace: fusion makes one per candidate and search,
-        # thousands per query in the multi-search modes, and replace costs about 8x as much.
+        # The constructor, not _replace: fusion makes one per candidate and search, thousands
+        # per query in the multi-search modes.
         return Candidate(
             self.memory_id,
             self.similarity,

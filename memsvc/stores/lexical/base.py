@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from memsvc.domain.models import MemoryFilter, Namespace
 
@@ -32,8 +32,9 @@ class LexicalDoc:
     length: int
 
 
-@dataclass(frozen=True, slots=True)
-class LexicalHit:
+class LexicalHit(NamedTuple):
+    """A BM25 hit; a NamedTuple, built fast (fifty per search)."""
+
     memory_id: str
     score: float  # BM25: comparable within one query's hits only
     # The share of the query's IDF weight among the memory's terms, in [0, 1]: how much of what

@@ -45,11 +45,14 @@ def _strings(text: str) -> tuple[str, ...]:
     return () if text == "[]" else tuple(json.loads(text))
 
 
-def memory_from_row(row: Sequence[Any]) -> StoredMemory:
+def memory_from_row(row: Sequence[Any], namespace: Namespace | None = None) -> StoredMemory:
+    """`namespace`: the one the rows were read from, shared by the rows that belong to it, so
+    that its digest (a SHA-256, cached per instance) is computed once and not once per row."""
     last_accessed_at, expires_at, score_reasons = row[15], row[25], row[27]
+    found = Namespace(row[1], row[2], row[3], row[4])
     return StoredMemory(
         id=row[0],
-        namespace=Namespace(row[1], row[2], row[3], row[4]),
+        namespace=found if namespace is None or found != namespace else namespace,
         ciphertext=bytes(row[5]),
         role=_ROLES[row[6]],
         kind=_KINDS[row[7]],

@@ -207,7 +207,8 @@ class SqlRecordStore(ABC):
             return []
 
         def fetch() -> Program[list[StoredMemory]]:
-            return [memory_from_row(r) for r in (yield fetch_memories_statement(self._sql, namespace.digest, ids)).rows]
+            rows = (yield fetch_memories_statement(self._sql, namespace.digest, ids)).rows
+            return [memory_from_row(r, namespace) for r in rows]
 
         return await self._read(fetch())
 
