@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from memsvc.llm.text import without_questions_asked_back
 
@@ -350,8 +350,10 @@ class MemoryChanges:
     source_ids: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreBreakdown:
+class ScoreBreakdown(NamedTuple):
+    """Each signal of a memory's score; a NamedTuple (built in a third of a frozen dataclass's
+    time): a query ranks every hydrated candidate."""
+
     semantic: float = 0.0
     recency: float = 0.0
     importance: float = 0.0

@@ -15,7 +15,6 @@ is logged, and Redis is left alone for a short back-off instead of costing every
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -35,7 +34,7 @@ from memsvc.stores.caches.base import CachedHit, CachedResult
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-_BREAKDOWN_FIELDS = frozenset(f.name for f in dataclasses.fields(ScoreBreakdown))
+_BREAKDOWN_FIELDS = frozenset(ScoreBreakdown._fields)
 _NO_SLOT = ""  # a lookup that could not read the generation must not store a result
 
 
@@ -113,7 +112,7 @@ def encode_result(result: CachedResult) -> bytes:
                 {
                     "id": h.memory_id,
                     "score": h.score,
-                    "breakdown": dataclasses.asdict(h.breakdown),
+                    "breakdown": h.breakdown._asdict(),
                     "queries": list(h.matched_queries),
                 }
                 for h in result.hits
