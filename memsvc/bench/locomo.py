@@ -358,6 +358,19 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
     return query
 
 
+def usage_written(ask: QueryFn, bench: BenchServer) -> QueryFn:
+    """`ask`, then the question's recall events written before the next question is asked, as a
+    steady flow of queries has them. Left to the periodic flush (every 50 ms), a question saw the
+    usage an earlier one left or not, by timing, and runs of the same code differed."""
+
+    def query(user: str, text: str, mode: str) -> tuple[list[str], int]:
+        answer = ask(user, text, mode)
+        bench.loop.run(bench.components.recorder.flush())
+        return answer
+
+    return query
+
+
 def load_store(store: Path, conversations: Sequence[Conversation], ingest: str, times: IngestTimes) -> list[Loaded]:
     """Write every conversation into a server on `store`, wait for the index, stop the server."""
     from memsvc.api.client import MemoryClient
@@ -410,7 +423,7 @@ def evaluate_each_on_a_copy(
         client = MemoryClient(bench.address, bench.api_key, timeout_s=120)
 
         try:
-            got, why = evaluate(loaded, [mode], query_with(client, min_relevance), progress)
+            got, why = evaluate(loaded, [mode], usage_written(query_with(client, min_relevance), bench), progress)
         finally:
             client.close()
             bench.stop()

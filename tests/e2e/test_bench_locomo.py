@@ -133,3 +133,27 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
     # "bassoon" is in one turn only: the hybrid recall puts it first.
     assert direct["single-hop"]["mrr"] == 1.0
     assert direct["latency_ms"]["p50"] > 0 and direct["latency_ms"]["p95"] >= direct["latency_ms"]["p50"]
+
+
+def test_each_question_is_asked_after_the_usage_the_earlier_ones_left_is_written(tmp_path: Path) -> None:
+    """Usage counts feed the ranking, so a question must see those of every earlier question, not
+    whichever the periodic flush happened to write (runs of the same code differed)."""
+    from memsvc.api.client import MemoryClient
+    from memsvc.bench.harness import BenchServer
+    from memsvc.bench.locomo import query_with, usage_written
+
+    # No periodic flush in this test's lifetime: only usage_written can write the usage.
+    bench = BenchServer.start(tmp_path / "data", bookkeeping_flush_interval_ms=3_600_000)
+    client = MemoryClient(bench.address, bench.api_key)
+    try:
+        client.add("ana", [{"content": "Ana plays the bassoon in a community orchestra."}])
+        bench.settle()
+        plain = query_with(client)
+        ids, _ = plain("ana", "What instrument does Ana play?", "direct")
+        assert ids and int(client.get("ana", ids[0])["memory"].get("usage_count", 0)) == 0
+        ids, _ = usage_written(plain, bench)("ana", "What instrument does Ana play?", "direct")
+        # Both questions' recall events are written by the time the second one returns.
+        assert int(client.get("ana", ids[0])["memory"]["usage_count"]) == 2
+    finally:
+        client.close()
+        bench.stop()
