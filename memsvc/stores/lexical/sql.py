@@ -7,8 +7,8 @@ both backends run the same statements, so both rank identically.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from memsvc.domain.models import MemoryFilter, Namespace
 from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_filter
@@ -16,49 +16,35 @@ from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
 
-def term_weights_sql(terms: int) -> str:
-    """The search's first statement: the namespace's document count and total length, and how
-    many of its memories hold each query term. Bound in order: the terms, namespace (postings),
-    namespace (stats). No row when the namespace has no documents."""
-    ph = "%s"
-    values = ", ".join(f"({ph})" for _ in range(terms))
-    return (
-        f"WITH q(term) AS (VALUES {values}) "
-        "SELECT st.docs, st.total_length, q.term, "
-        f"(SELECT COUNT(*) FROM lexical_postings p WHERE p.ns = {ph} AND p.term = q.term) "
-        f"FROM q CROSS JOIN lexical_stats st WHERE st.ns = {ph} AND st.docs > 0"
-    )
-
-
-def idf(docs: int, holding: int) -> float:
-    """Lucene's BM25 IDF, never negative; a term no memory holds weighs the most, so a query about
-    something never said covers little."""
-    return math.log(1.0 + (docs - holding + 0.5) / (holding + 0.5))
-
-
 def bm25_sql(terms: int, where: str) -> str:
-    """The search's second statement: BM25 summed per memory over the query terms' postings, and
+    """One query: document frequencies of the query terms, then BM25 summed per memory, and
     the share of the query's IDF weight the memory contains (its term coverage).
 
-    The IDFs come bound from the first statement (`term_weights_sql`), computed once per term
-    rather than twice per joined posting. Bound in order: (term, query count, IDF) x terms, k1, b,
-    the average document length, the query's whole IDF weight, namespace (postings), the
-    filter's values, limit.
+    Bound in order: (term, query count) x terms, k1, b, namespace (stats), namespace (df),
+    namespace (postings), the filter's values, limit. IDF is Lucene's, never negative. A query
+    term no memory has weighs the most: a query about something never said covers little.
     """
     ph = "%s"
-    values = ", ".join(f"({ph}, {ph}, {ph})" for _ in range(terms))
+    values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
     extra = f" AND {where}" if where else ""
     return (
-        f"WITH q(term, qtf, idf) AS (VALUES {values}), "
-        f"params(k1, b, avgdl, weight) AS (SELECT {ph}, {ph}, {ph}, {ph}) "
-        "SELECT p.memory_id, SUM(q.qtf * q.idf * p.tf * (params.k1 + 1) "
-        "/ (p.tf + params.k1 * (1 - params.b + params.b * d.length / params.avgdl))) AS score, "
-        "SUM(q.qtf * q.idf) / MAX(params.weight) AS coverage "
+        f"WITH q(term, qtf) AS (VALUES {values}), "
+        f"params(k1, b) AS (SELECT {ph}, {ph}), "
+        "st AS (SELECT docs, CAST(total_length AS DOUBLE PRECISION) / docs AS avgdl FROM lexical_stats "
+        f"WHERE ns = {ph} AND docs > 0), "
+        "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
+        f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term), "
+        "qw AS (SELECT SUM(q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5))) "
+        "AS weight FROM q LEFT JOIN df ON df.term = q.term CROSS JOIN st) "
+        "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
+        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
+        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage "
         "FROM lexical_postings p "
         "JOIN q ON q.term = p.term "
+        "JOIN df ON df.term = p.term "
         "JOIN lexical_docs d ON d.memory_id = p.memory_id "
         "JOIN memories ON memories.id = p.memory_id "
-        "CROSS JOIN params "
+        "CROSS JOIN st CROSS JOIN params CROSS JOIN qw "
         f"WHERE p.ns = {ph}{extra} "
         "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
     )
@@ -118,25 +104,11 @@ class SqlLexicalIndex:
             return []
         where, values = filter_sql(postings_filter(memory_filter), "%s", self._sql.tags_any)
         digest = namespace.digest
-        k1, b = self._bm25.k1, self._bm25.b
+        params: list[Any] = [v for term, count in query.items() for v in (term, count)]
+        params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
 
         def search() -> Program[list[LexicalHit]]:
-            # Two statements, each reading its own snapshot: a write between them shifts an IDF
-            # by a document at most; the filters and the rows are the second statement's.
-            counts = (yield q(term_weights_sql(len(query)), (*query, digest, digest))).rows
-            if not counts:
-                return []
-            docs, total_length = int(counts[0][0]), int(counts[0][1])
-            holding = {int(r[2]): int(r[3]) for r in counts}
-            weights = {term: idf(docs, holding.get(term, 0)) for term in query}
-            whole = sum(qtf * weights[term] for term, qtf in query.items())
-            # Only the terms some memory holds can add to a score.
-            held = [(term, qtf, weights[term]) for term, qtf in query.items() if holding.get(term, 0) > 0]
-            if not held:
-                return []
-            params: list[object] = [v for row in held for v in row]
-            params += [k1, b, float(total_length) / docs, whole, digest, *values, limit]
-            rows = (yield q(bm25_sql(len(held), where), params)).rows
+            rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
             return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
         return await self._db.transact(search(), write=False)
