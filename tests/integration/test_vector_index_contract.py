@@ -87,10 +87,12 @@ def test_a_write_is_searchable_counted_and_isolated(
     a1, a2, b1 = item("a1", 1), item("a2", 2, tier=Tier.COLD, tags=("travel",)), item("b1", 3)
     loop_thread.run(index.upsert(ALICE, [a1, a2]))
     loop_thread.run(index.upsert(BOB, [b1]))
-    assert ids(loop_thread.run(index.search(ALICE, a1.vector, 1, MemoryFilter())))[0] == "a1"
+    best = loop_thread.run(index.search(ALICE, a1.vector, 1, MemoryFilter()))
+    assert ids(best) == ["a1"] and best[0].similarity == pytest.approx(1.0, abs=1e-4)  # cosine of itself
     assert set(ids(loop_thread.run(index.search(ALICE, b1.vector, 10, MemoryFilter())))) == {"a1", "a2"}
     assert ids(loop_thread.run(index.search(BOB, a1.vector, 10, MemoryFilter()))) == ["b1"]
     assert ids(loop_thread.run(index.search(ALICE, a1.vector, 10, MemoryFilter(tags_any=("travel",))))) == ["a2"]
+    assert loop_thread.run(index.search(ALICE, a1.vector, 10, MemoryFilter(tags_any=("none",)))) == []
     assert loop_thread.run(index.count(ALICE)) == 2
     stored = loop_thread.run(index.vectors(ALICE, ["a1", "b1"]))
     assert set(stored) == {"a1"}

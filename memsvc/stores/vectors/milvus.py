@@ -25,8 +25,10 @@ from pymilvus.exceptions import MilvusException
 from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
 from memsvc.errors import Unavailable
+from memsvc.stores.vectors import milvus_grpc
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.batching import SearchBatcher
+from memsvc.stores.vectors.milvus_grpc import Consistency
 from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 from memsvc.stores.vectors.placement import (
     Location,
@@ -538,14 +540,19 @@ class MilvusVectorIndex:
             result = await self._call(replace)
         await self._note_write(digest, int(result.timestamp))
 
+    def _server_client(self) -> MilvusClient:
+        client = self._usable_client(reconnect=False)
+        assert isinstance(client, MilvusClient), "a Milvus server's call on Milvus Lite"
+        return client
+
     def _server_mutation(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A write through the connection under the server client, whose mutations report their
         timestamp (MilvusClient's own drop it). The call context names the client's database:
         without it the connection writes to `default`, and with MEMSVC_MILVUS_DB_NAME set every
         write failed ("collection not found") and went to the reconciler, which failed the same way."""
-        client = self._usable_client(reconnect=False)
-        connection = client._get_connection()  # type: ignore[union-attr]
-        context = client._generate_call_context()  # type: ignore[union-attr]
+        client = self._server_client()
+        connection = client._get_connection()
+        context = client._generate_call_context()
         return getattr(connection, method)(*args, timeout=self.call_timeout_s, context=context, **kwargs)
 
     async def _note_write(self, digest: str, timestamp: int) -> None:
@@ -556,18 +563,18 @@ class MilvusVectorIndex:
             timestamp = int(time.time() * 1000) << 18
         await self._registry.note_vector_write(digest, self._prefix, timestamp)
 
-    async def _search_consistency(self, digest: str) -> dict[str, Any]:
+    async def _search_consistency(self, digest: str) -> Consistency:
         """Strong on Milvus Lite; on a server Bounded, or up to the namespace's last write."""
         if self._embedded:
             # Milvus Lite answers from the process's own state: Strong costs it nothing.
-            return {"consistency_level": "Strong"}
+            return Consistency("Strong")
         if self._read_your_writes:
             last_write = await self._registry.last_vector_write(digest, self._prefix)
             if last_write is not None:
                 # Customized: the server serves once its data reaches this timestamp, so the
                 # user's acknowledged writes (from any replica) are visible; no wait for a tick.
-                return {"consistency_level": "Customized", "guarantee_timestamp": last_write}
-        return {"consistency_level": "Bounded"}
+                return Consistency("Customized", last_write)
+        return Consistency("Bounded")
 
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
@@ -586,27 +593,42 @@ class MilvusVectorIndex:
         if location.namespace_term is not None:
             terms.insert(0, location.namespace_term)
         expression = " and ".join(f"({t})" for t in terms)
-        kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
-        kwargs.update(await self._search_consistency(namespace.digest))
+        consistency = await self._search_consistency(namespace.digest)
         try:
-            result = await self._call(
-                lambda: self._api.search(
+            if self._embedded:
+                hits = await self._call(lambda: self._search_embedded(location, vectors, limit, expression), read=True)
+            else:
+                request = milvus_grpc.search_request(
                     location.collection,
-                    data=[v.tolist() for v in vectors],
+                    vectors,
                     limit=limit,
-                    filter=expression,
-                    # Only the id: Milvus Lite reads an empty list as every field, vector included,
-                    # and serialising 50 vectors per search cost it 2 of its 6 ms.
-                    output_fields=["id"],
-                    search_params={"metric_type": "COSINE"},
-                    **kwargs,
-                ),
-                read=True,
-            )
+                    expression=expression,
+                    partition=location.partition,
+                    consistency=consistency,
+                )
+                hits = await self._call(
+                    lambda: milvus_grpc.search(self._server_client(), request, self.call_timeout_s), read=True
+                )
         except Unavailable:
             if location.partition is None or await self._partition_exists(location):
                 raise
             return [[] for _ in vectors]  # another replica dropped the partition (ForgetUser)
+        return hits
+
+    def _search_embedded(
+        self, location: Location, vectors: Sequence[Vector], limit: int, expression: str
+    ) -> list[list[VectorHit]]:
+        result = self._api.search(
+            location.collection,
+            data=[v.tolist() for v in vectors],
+            limit=limit,
+            filter=expression,
+            # Only the id: Milvus Lite reads an empty list as every field, vector included,
+            # and serialising 50 vectors per search cost it 2 of its 6 ms.
+            output_fields=["id"],
+            search_params={"metric_type": "COSINE"},
+            partition_names=[location.partition] if location.partition else None,
+        )
         return [[VectorHit(str(hit["id"]), float(hit["distance"])) for hit in hits] for hits in result]
 
     async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, Vector]:
@@ -617,7 +639,7 @@ class MilvusVectorIndex:
         kwargs: dict[str, Any] = {"partition_names": [location.partition]} if location.partition else {}
         # The vectors of the caller's own acknowledged writes, as searches see them (a session
         # summary is composed from the vectors of turns stored a moment before).
-        kwargs.update(await self._search_consistency(namespace.digest))
+        kwargs.update((await self._search_consistency(namespace.digest)).kwargs())
         if location.namespace_term is not None:
             # A shared collection: only rows of this namespace, whatever ids were asked for.
             expression = f"({location.namespace_term}) and id in [{', '.join(quote(i) for i in ids)}]"
