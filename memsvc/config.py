@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     # its last acknowledged write (kept in the record store): read-your-writes across replicas
     # without Strong's wait for the next time tick. False leaves plain Bounded (tests show the race).
     milvus_read_your_writes: bool = True
+    # On a Milvus server, a collection's growing segments are sealed (flushed) this long after a
+    # write to it, at most one flush per collection in that time; 0 leaves sealing to the
+    # server, which seals a user's small partition only after a day (see MilvusVectorIndex).
+    milvus_seal_delay_s: float = Field(default=60.0, ge=0.0)
     # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64

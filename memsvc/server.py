@@ -237,6 +237,7 @@ async def build_components(
         partition_key_partitions=settings.partition_key_partitions,
         embedded=settings.is_embedded_milvus,
         flush_delay_s=settings.index_flush_delay_s,
+        seal_delay_s=settings.milvus_seal_delay_s or None,
         reconnect=milvus_client,
         reconnect_backoff_s=settings.milvus_reconnect_backoff_s,
         reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pymilvus import MilvusClient
 
 from memsvc.domain.models import MemoryFilter, MemoryKind, Namespace, RetentionStatus, Role, Tier
 from memsvc.stores.records.postgres import PostgresRecordStore
@@ -203,3 +204,28 @@ def test_searches_started_together_find_what_each_finds_alone(loop_thread: LoopT
     assert loop_thread.run(together()) == alone
     assert alone[0][0] == "m0" and alone[3] == ["b1"] and len(alone[4]) == 3
     assert all(h.startswith("m") and int(h[1:]) % 3 == 0 for h in alone[2])
+
+
+@pytest.mark.parametrize("engine", ["server"], indirect=True)
+def test_the_server_seals_a_collection_some_time_after_its_writes(
+    loop_thread: LoopThread, indexes: IndexFactory, milvus_uri: str
+) -> None:
+    """A user's partition is far below what Milvus seals on its own (16 MB idle, or a day), and a
+    growing segment costs every search more: the index seals it `seal_delay_s` after a write.
+    `get_collection_stats` counts only sealed, persisted rows."""
+    lazy, sealing = indexes(), indexes(placement="partition_key", seal_delay_s=0.3)
+    loop_thread.run(lazy.upsert(ALICE, [item("a1", 1)]))
+    loop_thread.run(sealing.upsert(ALICE, [item("a1", 1), item("a2", 2)]))
+    sealed, unsealed = loop_thread.run(sealing.location(ALICE)), loop_thread.run(lazy.location(ALICE))
+    assert sealed is not None and unsealed is not None and sealed.collection != unsealed.collection
+    client = MilvusClient(uri=milvus_uri)
+    try:
+        deadline = time.monotonic() + 60
+        while client.get_collection_stats(sealed.collection)["row_count"] < 2:
+            assert time.monotonic() < deadline, "the written segment was never sealed"
+            time.sleep(0.5)
+        assert client.get_collection_stats(unsealed.collection)["row_count"] == 0
+    finally:
+        client.close()
+    # Sealed rows answer searches as before.
+    assert ids(loop_thread.run(sealing.search(ALICE, item("a2", 2).vector, 1, MemoryFilter()))) == ["a2"]

@@ -197,6 +197,7 @@ class MilvusVectorIndex:
         partition_key_partitions: int = 64,
         embedded: bool = True,
         flush_delay_s: float = 1.0,
+        seal_delay_s: float | None = None,
         workers: int | None = None,
         reconnect: Callable[[], Client] | None = None,
         reconnect_backoff_s: float = 1.0,
@@ -227,6 +228,7 @@ class MilvusVectorIndex:
         self._partition_key_partitions = partition_key_partitions
         self._embedded = embedded
         self._flush_delay_s = flush_delay_s
+        self._seal_delay_s = seal_delay_s
         self._prefix = collection_prefix(embedding_version)
         self._placement: Placement = (
             PartitionKeyPlacement(f"{self._prefix}_pk")
@@ -458,16 +460,27 @@ class MilvusVectorIndex:
             await self._call(lambda: self._ensure_partition_sync(collection, partition))
 
     def _schedule_flush(self, collection: str) -> None:
-        """Seal growing segments soon after writes: Milvus Lite searches sealed data far faster."""
-        if not self._embedded or collection in self._flush_pending:
+        """Seal growing segments some time after writes: both engines search sealed data faster.
+
+        Milvus Lite, a second after the write. A Milvus server seals a segment on its own only
+        once it holds 16 MB and idles for 10 minutes, or after a day, and a user's partition
+        rarely grows that large, so its writes stay in growing segments, which cost each search
+        of the server 15-22 % more CPU (docs/performance.md, "Sealed segments"). There, after
+        `seal_delay_s` (None: left to the server): a flush seals every partition of the
+        collection at once, and Milvus's compaction merges the small segments it leaves."""
+        delay_s = self._flush_delay_s if self._embedded else self._seal_delay_s
+        if delay_s is None or collection in self._flush_pending:
             return
         self._flush_pending.add(collection)
 
         async def flush_later() -> None:
-            await asyncio.sleep(self._flush_delay_s)
+            await asyncio.sleep(delay_s)
             self._flush_pending.discard(collection)
             try:
-                await self._call(lambda: self._api.flush(collection))
+                if self._embedded:
+                    await self._call(lambda: self._api.flush(collection))
+                else:
+                    await self._call(lambda: milvus_grpc.seal(self._server_client(), collection, self.call_timeout_s))
             except Unavailable:
                 log.warning("flush of %s failed; the next write schedules another", collection)
 
