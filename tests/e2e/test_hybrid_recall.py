@@ -15,8 +15,11 @@ pytestmark = pytest.mark.e2e
 
 RARE = "Vaszkovics"  # a surname the embedding model has never seen as a whole word
 TARGET = f"My new physiotherapist is Dr {RARE}, appointments on Thursdays"
-# Thirty furniture memories that the embedding puts nearer a sofa question than the target,
-# none with the words "sofa" or "Vaszkovics".
+# Furniture memories that the embedding puts nearer a sofa question than the target, none with
+# the words "sofa" or "Vaszkovics". The six couches "from" someone keep the target well below
+# the third place on every machine: with the thirty others alone, the int8 model put it third
+# on one CPU and eighth on others (int8 kernels round differently from CPU to CPU); now seventh
+# (0.022 below the third) and thirteenth on the float model.
 DISTRACTORS = [
     f"{subject} {predicate}"
     for subject in (
@@ -28,6 +31,13 @@ DISTRACTORS = [
     )
     for predicate in ("arrives on Tuesday", "was delayed again", "needs two people", "was rescheduled", "is stuck")
 ] + [f"The velvet settee {p}" for p in ("arrives on Tuesday", "was delayed", "needs two people", "is stuck", "is blue")]
+DISTRACTORS += [
+    f"The couch from {name} {p}"
+    for name, p in zip(
+        ("Kowalski", "Horvath", "Novak", "Szabo", "Kovacs", "Nagy"),
+        ("arrives on Tuesday", "was delayed again", "needs two people", "was rescheduled", "is stuck", "is blue"),
+    )
+]
 QUERY = f"the sofa from {RARE}"
 
 
