@@ -36,6 +36,7 @@ DISTRACTORS += [
     for name, p in zip(
         ("Kowalski", "Horvath", "Novak", "Szabo", "Kovacs", "Nagy"),
         ("arrives on Tuesday", "was delayed again", "needs two people", "was rescheduled", "is stuck", "is blue"),
+        strict=True,
     )
 ]
 QUERY = f"the sofa from {RARE}"
