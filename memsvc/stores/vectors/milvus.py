@@ -28,7 +28,6 @@ from memsvc.errors import Unavailable
 from memsvc.stores.vectors import milvus_grpc
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.batching import SearchBatcher
-from memsvc.stores.vectors.milvus_grpc import Consistency
 from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 from memsvc.stores.vectors.placement import (
     Location,
@@ -576,18 +575,18 @@ class MilvusVectorIndex:
             timestamp = int(time.time() * 1000) << 18
         await self._registry.note_vector_write(digest, self._prefix, timestamp)
 
-    async def _search_consistency(self, digest: str) -> Consistency:
+    async def _search_consistency(self, digest: str) -> milvus_grpc.Consistency:
         """Strong on Milvus Lite; on a server Bounded, or up to the namespace's last write."""
         if self._embedded:
             # Milvus Lite answers from the process's own state: Strong costs it nothing.
-            return Consistency("Strong")
+            return milvus_grpc.Consistency("Strong")
         if self._read_your_writes:
             last_write = await self._registry.last_vector_write(digest, self._prefix)
             if last_write is not None:
                 # Customized: the server serves once its data reaches this timestamp, so the
                 # user's acknowledged writes (from any replica) are visible; no wait for a tick.
-                return Consistency("Customized", last_write)
-        return Consistency("Bounded")
+                return milvus_grpc.Consistency("Customized", last_write)
+        return milvus_grpc.Consistency("Bounded")
 
     async def search(
         self, namespace: Namespace, vector: Vector, limit: int, memory_filter: MemoryFilter
