@@ -20,14 +20,19 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pymilvus import MilvusClient
+from pymilvus.client.constants import BOUNDED_TS
 from pymilvus.client.utils import check_status
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from memsvc.stores.vectors.base import Vector, VectorHit
 
-# pymilvus's stand-in timestamps: the server reads 2 as "Bounded by its own staleness window".
-_BOUNDED_TS = 2
-_LEVELS = {"Strong": common_pb2.Strong, "Bounded": common_pb2.Bounded, "Customized": common_pb2.Customized}
+# The search's parameters after its field and limit, as pymilvus sends them: the same every time.
+_SEARCH_PARAMS = (
+    ("metric_type", "COSINE"),
+    ("params", json.dumps({"metric_type": "COSINE"})),
+    ("round_decimal", "-1"),
+    ("ignore_growing", "False"),
+)
 
 
 class Consistency(NamedTuple):
@@ -46,7 +51,8 @@ class Consistency(NamedTuple):
         """As the request carries it (what pymilvus sends for each level)."""
         if self.level == "Customized":
             return self.guarantee_timestamp
-        return _BOUNDED_TS if self.level == "Bounded" else 0
+        # pymilvus's stand-in: the server reads it as "Bounded by its own staleness window".
+        return BOUNDED_TS if self.level == "Bounded" else 0
 
 
 def search_request(
@@ -57,10 +63,9 @@ def search_request(
     expression: str,
     partition: str | None,
     consistency: Consistency,
-    metric: str = "COSINE",
 ) -> milvus_pb2.SearchRequest:
     """The request pymilvus would send for `MilvusClient.search(collection, vectors, limit,
-    filter=expression, output_fields=["id"], partition_names=[partition], ...)`."""
+    filter=expression, output_fields=["id"], partition_names=[partition], ...)`, cosine."""
     placeholders = common_pb2.PlaceholderGroup(
         placeholders=[
             common_pb2.PlaceholderValue(
@@ -70,14 +75,6 @@ def search_request(
             )
         ]
     )
-    params = {
-        "anns_field": "vector",
-        "topk": str(limit),
-        "metric_type": metric,
-        "params": json.dumps({"metric_type": metric}),
-        "round_decimal": "-1",
-        "ignore_growing": "False",
-    }
     return milvus_pb2.SearchRequest(
         collection_name=collection,
         partition_names=[partition] if partition else [],
@@ -85,9 +82,12 @@ def search_request(
         dsl_type=common_pb2.BoolExprV1,
         placeholder_group=placeholders.SerializeToString(),
         output_fields=["id"],
-        search_params=[common_pb2.KeyValuePair(key=k, value=v) for k, v in params.items()],
+        search_params=[
+            common_pb2.KeyValuePair(key=k, value=v)
+            for k, v in (("anns_field", "vector"), ("topk", str(limit)), *_SEARCH_PARAMS)
+        ],
         nq=len(vectors),
-        consistency_level=_LEVELS[consistency.level],
+        consistency_level=common_pb2.ConsistencyLevel.Value(consistency.level),
         guarantee_timestamp=consistency.timestamp(),
         use_default_consistency=False,
     )
