@@ -107,9 +107,12 @@ class PostgresPool:
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
             raise FailedPrecondition(f"the {self._what} schema is not migrated; run `memsvc migrate`") from exc
 
-    async def transact(self, program: Program[T], *, write: bool = True, schema: bool = False) -> T:
+    async def transact(
+        self, program: Program[T], *, write: bool = True, schema: bool = False, short: bool = False
+    ) -> T:
         """Run a shared-SQL program as one transaction (reads too), awaiting each statement it
-        yields; schema work at start-up on a connection of its own (see `connection`)."""
+        yields; schema work at start-up on a connection of its own (see `connection`). Every
+        statement is awaited on the event loop already, `short` or not."""
         async with self.connection(pooled=not schema) as conn:
             try:
                 statement = next(program)

@@ -66,8 +66,9 @@ def drive(program: Program[T], execute: Callable[[Statement], Result]) -> T:
 class SqlTransactions(Protocol):
     """A backend's connections: each program runs as one transaction (`SqliteThreads`, `PostgresPool`)."""
 
-    async def transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
-        """Run `program` to its end (`write`: it changes rows; `schema`: start-up schema work)."""
+    async def transact(self, program: Program[T], *, write: bool, schema: bool = False, short: bool = False) -> T:
+        """Run `program` to its end (`write`: it changes rows; `schema`: start-up schema work;
+        `short`: a read of a few rows by index, which a backend may run on the calling thread)."""
         ...
 
     async def close(self) -> None: ...

@@ -67,9 +67,16 @@ def _execute(conn: sqlite3.Connection, statement: Statement) -> Result:
 class SqliteThreads:
     """Runs blocking SQLite work off the event loop; locked or unreadable files are outages.
 
+    Short reads (a few rows by index: a query's candidates, its namespace's write clock) run on
+    the calling thread, the event loop's, on a connection of its own. A WAL reader never waits
+    for a lock, so such a read blocks the loop for its own fraction of a millisecond, while a
+    hand-off to a worker costs about as much CPU again and makes the worker and the loop
+    contend for the GIL (docs/performance.md: -14 % CPU per query at concurrency 16).
+
     Closing waits for every worker to finish what it runs before closing a connection: work
     still runs in a thread after the coroutine awaiting it was cancelled (a call cut at
-    shutdown), and closing a connection another thread is using is undefined behaviour.
+    shutdown), and closing a connection another thread is using is undefined behaviour. An
+    inline read cannot be running then: it would hold the loop that runs `close`.
     """
 
     def __init__(
@@ -109,7 +116,8 @@ class SqliteThreads:
                 self._connections.append(conn)
         return conn
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        """`fn` on a worker's connection, or with `inline` on the calling thread's (short reads)."""
         if self._closing:
             raise Unavailable(f"the {self._what} is shutting down", retry_after_s=1.0)
 
@@ -120,6 +128,8 @@ class SqliteThreads:
                 # Locked or unreadable database: a retryable outage, never an internal error.
                 raise Unavailable(f"the {self._what} is unavailable", retry_after_s=1.0) from exc
 
+        if inline:
+            return call()
         try:
             future = asyncio.get_running_loop().run_in_executor(self._executor, call)
         except RuntimeError as exc:  # the executor shut down between the check above and here
@@ -141,15 +151,17 @@ class SqliteThreads:
 
         return await self.run(tx)
 
-    async def transact(self, program: Program[T], *, write: bool, schema: bool = False) -> T:
+    async def transact(self, program: Program[T], *, write: bool, schema: bool = False, short: bool = False) -> T:
         """Run a shared-SQL program on a worker's connection: in one immediate transaction when
-        it writes, else statement by statement (each reads a consistent snapshot). Schema work
-        needs no connection of its own here."""
+        it writes, else statement by statement (each reads a consistent snapshot); a `short`
+        read on the calling thread. Schema work needs no connection of its own here."""
 
         def call(conn: sqlite3.Connection) -> T:
             return drive(program, lambda statement: _execute(conn, statement))
 
-        return await (self.write(call) if write else self.run(call))
+        if write:
+            return await self.write(call)
+        return await self.run(call, inline=short)
 
     async def close(self) -> None:
         """Refuse new work, let queued and running work finish, then close every connection."""

@@ -23,6 +23,7 @@ def bm25_sql(terms: int, where: str) -> str:
     Bound in order: (term, query count) x terms, k1, b, namespace (stats), namespace (df),
     namespace (postings), the filter's values, limit. IDF is Lucene's, never negative. A query
     term no memory has weighs the most: a query about something never said covers little.
+    Each row also carries the namespace's document count.
     """
     ph = "%s"
     values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
@@ -38,7 +39,8 @@ def bm25_sql(terms: int, where: str) -> str:
         "AS weight FROM q LEFT JOIN df ON df.term = q.term CROSS JOIN st) "
         "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
         "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
-        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage "
+        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage, "
+        "MAX(st.docs) AS docs "
         "FROM lexical_postings p "
         "JOIN q ON q.term = p.term "
         "JOIN df ON df.term = p.term "
@@ -50,13 +52,23 @@ def bm25_sql(terms: int, where: str) -> str:
     )
 
 
+# A search's cost grows with the postings of its terms, so with its namespace: about 1 ms at
+# 1,000 documents on a 2-core machine. Up to this many it is a short read (`transact`).
+SHORT_SEARCH_DOCS = 5_000
+
+
 class SqlLexicalIndex:
     """LexicalIndex as SQL on the record store's database; each call is one transaction run by the backend."""
 
-    def __init__(self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None) -> None:
+    def __init__(
+        self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None, short_search_docs: int = SHORT_SEARCH_DOCS
+    ) -> None:
         self._sql = sql
         self._db = db
         self._bm25 = bm25 or Bm25()
+        self._short_search_docs = short_search_docs
+        # The namespaces whose last search counted more documents than that: few, as such users are.
+        self._large: set[str] = set()
 
     async def close(self) -> None:
         await self._db.close()
@@ -109,9 +121,14 @@ class SqlLexicalIndex:
 
         def search() -> Program[list[LexicalHit]]:
             rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
+            if rows:
+                if rows[0][3] > self._short_search_docs:
+                    self._large.add(digest)
+                else:
+                    self._large.discard(digest)
             return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
-        return await self._db.transact(search(), write=False)
+        return await self._db.transact(search(), write=False, short=digest not in self._large)
 
     async def terms_held(
         self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
@@ -130,7 +147,7 @@ class SqlLexicalIndex:
                 out.setdefault(str(memory_id), set()).add(int(term))
             return {m: frozenset(t) for m, t in out.items()}
 
-        return await self._db.transact(held(), write=False)
+        return await self._db.transact(held(), write=False, short=True)
 
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         if not terms:
@@ -147,7 +164,7 @@ class SqlLexicalIndex:
             rows = (yield q(sql, (*wanted, namespace.digest))).rows
             return frozenset(int(r[0]) for r in rows)
 
-        return await self._db.transact(present(), write=False)
+        return await self._db.transact(present(), write=False, short=True)
 
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
@@ -157,7 +174,7 @@ class SqlLexicalIndex:
             row = (yield q(sql, (namespace.digest,))).first()
             return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
-        return await self._db.transact(stats(), write=False)
+        return await self._db.transact(stats(), write=False, short=True)
 
     async def postings_count(self, namespace: Namespace) -> int:
         def count() -> Program[int]:
