@@ -56,6 +56,7 @@ class SqliteDialect:
 
 
 SQLITE = SqliteDialect()
+_INLINE_BUSY_TIMEOUT_MS = 100
 
 
 def _execute(conn: sqlite3.Connection, statement: Statement) -> Result:
@@ -71,7 +72,7 @@ class SqliteThreads:
     the calling thread, the event loop's, on a connection of its own. A WAL reader never waits
     for a lock, so such a read blocks the loop for its own fraction of a millisecond, while a
     hand-off to a worker costs about as much CPU again and makes the worker and the loop
-    contend for the GIL (docs/performance.md: -14 % CPU per query at concurrency 16).
+    contend for the GIL (docs/performance.md: 10-12 % less CPU per query at concurrency 16).
 
     Closing waits for every worker to finish what it runs before closing a connection: work
     still runs in a thread after the coroutine awaiting it was cancelled (a call cut at
@@ -100,15 +101,17 @@ class SqliteThreads:
         self._connections_lock = threading.Lock()
         self._closing = False
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self, inline: bool = False) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self._path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
+            # A reader is told "busy" only in rare moments (another connection recovering the
+            # WAL): on the loop's connection that wait is kept short, and past it the read is an
+            # outage like any other, so the loop never stalls for a worker's full timeout.
+            busy_ms = min(self._busy_timeout_ms, _INLINE_BUSY_TIMEOUT_MS) if inline else self._busy_timeout_ms
+            conn = sqlite3.connect(self._path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+            conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
             if self._setup is not None:
                 self._setup(conn)
             self._local.conn = conn
@@ -123,7 +126,7 @@ class SqliteThreads:
 
         def call() -> T:
             try:
-                return fn(self._connection())
+                return fn(self._connection(inline))
             except sqlite3.OperationalError as exc:
                 # Locked or unreadable database: a retryable outage, never an internal error.
                 raise Unavailable(f"the {self._what} is unavailable", retry_after_s=1.0) from exc
