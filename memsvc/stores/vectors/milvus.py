@@ -8,7 +8,6 @@ asks it where a namespace lives and otherwise does not care which it is.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import threading
@@ -22,7 +21,6 @@ import numpy as np
 from grpc import RpcError, StatusCode
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
-from pymilvus.grpc_gen import milvus_pb2
 
 from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
@@ -247,7 +245,6 @@ class MilvusVectorIndex:
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self._batcher = SearchBatcher(self.search_many)
-        self._searcher: milvus_grpc.AsyncSearcher | None = None  # on a server, from its first search
         self._gate = _LITE_GATE if embedded else _SERVER_GATE
 
     @property
@@ -621,29 +618,14 @@ class MilvusVectorIndex:
                     partition=location.partition,
                     consistency=consistency,
                 )
-                hits = await self._search_server(request)
+                hits = await self._call(
+                    lambda: milvus_grpc.search(self._server_client(), request, self.call_timeout_s), read=True
+                )
         except Unavailable:
             if location.partition is None or await self._partition_exists(location):
                 raise
             return [[] for _ in vectors]  # another replica dropped the partition (ForgetUser)
         return hits
-
-    async def _search_server(self, request: milvus_pb2.SearchRequest) -> list[list[VectorHit]]:
-        """A server's search awaited on the loop (`AsyncSearcher`); failures as `_call` treats them."""
-        client = self._server_client()  # Unavailable while the index is marked broken
-        searcher = self._searcher
-        if searcher is None or not searcher.serves(client):
-            retired, searcher = searcher, milvus_grpc.AsyncSearcher(client)
-            self._searcher = searcher
-            if retired is not None and retired.loop is searcher.loop:
-                await retired.close()  # of a replaced client: what it has in flight fails as that client did
-        try:
-            return await searcher.search(request, self.call_timeout_s)
-        except _FAILURES as exc:
-            with contextlib.suppress(RuntimeError):  # the pool is shut down: closing, nothing to probe
-                if not await asyncio.get_running_loop().run_in_executor(self._executor, self._reachable, client):
-                    self._mark_broken(client)
-            raise Unavailable("the vector index is unavailable", retry_after_s=self._backoff_s) from exc
 
     def _search_embedded(
         self, location: Location, vectors: Sequence[Vector], limit: int, expression: str
@@ -809,8 +791,6 @@ class MilvusVectorIndex:
         # Calls of RPCs cut at shutdown may still run on the pool (cancelling their coroutine
         # does not stop the thread): the client closes only once every worker is done.
         await asyncio.to_thread(self._executor.shutdown, True)
-        if self._searcher is not None and self._searcher.loop is asyncio.get_running_loop():
-            await self._searcher.close()
         try:
             await asyncio.to_thread(self._client.close)
         except MilvusException:

@@ -7,21 +7,19 @@ machine, where the bare call on the same channel cost 0.6-0.8 ms and pymilvus's 
 alone 0.1 ms (docs/performance.md, "The Milvus search without pymilvus's layers").
 
 So the index builds the same `SearchRequest` here (the vectors as their float32 bytes, which is
-how pymilvus packs them too), and reads the ids and scores straight from the response. Seals
-go on the blocking client's own stub, whose channel carries the authorization, TLS and database
-the client was opened with; searches are awaited on the event loop (`AsyncSearcher`), on a
-channel of pymilvus's `AsyncMilvusClient` opened with the same settings. Embedded Milvus Lite
-needs none of this: it is called in process (`milvus_lite.py`).
+how pymilvus packs them too), sends it on the client's own stub, whose channel carries the
+authorization, TLS and database the client was opened with, and reads the ids and scores
+straight from the response. Embedded Milvus Lite needs none of this: it is called in process
+(`milvus_lite.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from pymilvus import AsyncMilvusClient, MilvusClient
+from pymilvus import MilvusClient
 from pymilvus.client.constants import BOUNDED_TS
 from pymilvus.client.utils import check_status
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
@@ -106,44 +104,9 @@ def _call(client: MilvusClient, method: str, request: Any, timeout_s: float | No
     return response
 
 
-class AsyncSearcher:
-    """Searches awaited on the event loop, without a pool thread: a blocking call from a thread
-    cost 0.2 ms of CPU more per search, and the hand-off makes the thread and the loop contend
-    for the GIL (docs/performance.md). Created on the loop that uses it (a `grpc.aio` channel
-    belongs to one loop), for one blocking client, whose address, token, TLS settings and
-    database it copies; a new blocking client after a reconnection gets a new searcher."""
-
-    def __init__(self, client: MilvusClient) -> None:
-        self.client = client
-        self.loop = asyncio.get_running_loop()
-        config = client._config
-        self._async = AsyncMilvusClient(
-            uri=config.uri, token=config.token, db_name=config.db_name, dedicated=True, **config.get_handler_kwargs()
-        )
-        self._connecting = asyncio.Lock()
-        self._handler: Any = None
-
-    def serves(self, client: MilvusClient) -> bool:
-        return client is self.client and asyncio.get_running_loop() is self.loop
-
-    async def search(self, request: milvus_pb2.SearchRequest, timeout_s: float | None) -> list[list[VectorHit]]:
-        """Per query vector of `request`, its hits best first. A refused request raises
-        MilvusException, a transport failure the raw `grpc.aio.AioRpcError` (a `grpc.RpcError`)."""
-        if self._handler is None:
-            async with self._connecting:  # one connection, however many searches start at once
-                if self._handler is None:
-                    self._handler = await self._async._get_connection()
-        metadata = self.client._generate_call_context().to_grpc_metadata()
-        # The handler replaces its stub when it reconnects: read it at each call.
-        response = await self._handler._async_stub.Search(request, timeout=timeout_s, metadata=metadata)
-        check_status(response.status)
-        return _hits(request, response.results)
-
-    async def close(self) -> None:
-        await self._async.close()
-
-
-def _hits(request: milvus_pb2.SearchRequest, results: Any) -> list[list[VectorHit]]:
+def search(client: MilvusClient, request: milvus_pb2.SearchRequest, timeout_s: float | None) -> list[list[VectorHit]]:
+    """Per query vector of `request`, its hits best first."""
+    results = _call(client, "Search", request, timeout_s).results
     ids: Sequence[Any] = results.ids.str_id.data or results.ids.int_id.data
     scores = results.scores
     hits: list[list[VectorHit]] = []
