@@ -54,14 +54,14 @@ def bm25_sql(terms: int, where: str) -> str:
 
 # A search's cost grows with the postings of its terms, so with its namespace: about 1 ms at
 # 1,000 documents on a 2-core machine. Up to this many it is a short read (`transact`).
-SHORT_SEARCH_DOCS = 5_000
+_SHORT_SEARCH_DOCS = 5_000
 
 
 class SqlLexicalIndex:
     """LexicalIndex as SQL on the record store's database; each call is one transaction run by the backend."""
 
     def __init__(
-        self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None, short_search_docs: int = SHORT_SEARCH_DOCS
+        self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None, short_search_docs: int = _SHORT_SEARCH_DOCS
     ) -> None:
         self._sql = sql
         self._db = db
