@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 
-from memsvc.domain.models import Namespace, Role
+from memsvc.domain.models import Namespace, Role, SealedContent
 from memsvc.stores.records.rows import MEMORY_COLUMNS, memory_from_row
 
 ALICE = Namespace("acme", "default", "development", "alice")
@@ -72,3 +73,13 @@ def test_a_row_of_another_namespace_keeps_its_own() -> None:
         memory = memory_from_row(row_of(other), ALICE)
         assert memory.namespace == other and memory.namespace.digest == other.digest
     assert memory_from_row(row_of(ALICE)).namespace == ALICE
+
+
+def test_sealed_content_reads_back_everything_it_writes() -> None:
+    # orjson reads the common case; NaN and Infinity, which json.dumps writes and orjson
+    # refuses, still read back (metadata imported from JSON Lines may hold them).
+    plain = SealedContent("café ☕ \"quoted\"", {"n": 1.5, "list": [1, "two"]}, "Ana", "index text")
+    assert SealedContent.from_bytes(plain.to_bytes()) == plain
+    odd = SealedContent("x", {"nan": float("nan"), "inf": float("inf")})
+    back = SealedContent.from_bytes(odd.to_bytes())
+    assert math.isnan(back.metadata["nan"]) and back.metadata["inf"] == float("inf")

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+import orjson
+
 from memsvc.domain.models import (
     ApiKeyRecord,
     MemoryChange,
@@ -33,8 +35,9 @@ API_KEY_COLUMNS = (
 )
 
 
-# Rows decode in the record store's thread for every candidate of every query: enum members by
-# plain lookup (an Enum call costs ten times more) and the empty JSON values without the parser.
+# Rows decode for every candidate of every query: enum members by plain lookup (an Enum call
+# costs ten times more), the empty JSON values without a parser, the others with orjson (a
+# row's tags and score reasons: 1 us against 6 with the json module).
 _ROLES = MappingProxyType({m.value: m for m in Role})
 _KINDS = MappingProxyType({m.value: m for m in MemoryKind})
 _TIERS = MappingProxyType({m.value: m for m in Tier})
@@ -42,7 +45,7 @@ _STATUSES = MappingProxyType({m.value: m for m in RetentionStatus})
 
 
 def _strings(text: str) -> tuple[str, ...]:
-    return () if text == "[]" else tuple(json.loads(text))
+    return () if text == "[]" else tuple(orjson.loads(text))
 
 
 def memory_from_row(row: Sequence[Any], namespace: Namespace | None = None) -> StoredMemory:
@@ -83,7 +86,7 @@ def memory_from_row(row: Sequence[Any], namespace: Namespace | None = None) -> S
         revision=int(row[24]),
         expires_at=None if expires_at is None else float(expires_at),
         confirmation_count=int(row[26]),
-        score_reasons=json.loads(score_reasons) if score_reasons and score_reasons != "{}" else {},
+        score_reasons=orjson.loads(score_reasons) if score_reasons and score_reasons != "{}" else {},
         vitality=float(row[28]),
         source_ids=_strings(row[29]),
         extraction_pending=bool(row[30]),
