@@ -10,6 +10,7 @@ from memsvc.llm.client import Llm
 from memsvc.llm.heuristics import Judgement, judge_evidence, route, split_query
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
+from memsvc.pipeline.query.hydrate import opened
 from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, search_all
@@ -107,8 +108,7 @@ class Agent:
         report.notes.append(f"agent: {len(issued)} hop(s), confidence {report.confidence:.2f}")
 
     async def _texts(self, plan: QueryPlan, found: list[Candidate], deadline: Deadline) -> list[str]:
-        rows = await self._pipeline.hydrate.run(plan, found, deadline)
-        return [h.memory.content for h in rows]
+        return [m.content for m in opened(await self._pipeline.hydrate.run(plan, found, deadline))]
 
     async def _judge(
         self, query: str, issued: list[str], hops: list[list[str]], report: QueryReport, deadline: Deadline

@@ -27,7 +27,7 @@ from memsvc.domain.models import (
 from memsvc.errors import FailedPrecondition, InvalidArgument
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query.hydrate import Hydrated
-from memsvc.pipeline.query.rank import RankStage
+from memsvc.pipeline.query.rank import RankStage, explain
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.validation import Limits, validate_new_memories, validate_query
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
@@ -152,14 +152,14 @@ def test_rank_weights_gate_and_explanation() -> None:
         Hydrated(memory(0.2), Candidate("b", similarity=0.99)),
         Hydrated(memory(0.6, created_at=now), Candidate("c", similarity=0.5)),
     ]
-    ranking = stage.run(items, limit=5, min_importance=0.5, now=now)
-    assert ranking.dropped_by_importance == 1
-    top = ranking.memories[0]
+    ordering = stage.order(items, min_importance=0.5, now=now)
+    assert ordering.dropped_by_importance == 1
+    top = ordering.scored[0]
     assert top.breakdown.recency == pytest.approx(0.5)
     assert top.breakdown.semantic == pytest.approx(0.9)
     assert 0 <= top.score <= 1
-    assert ranking.explanation.startswith("Top match is a fact")
-    assert stage.run(items, limit=5, min_importance=0.0, now=now).dropped_by_importance == 0
+    assert explain(ordering.scored, now).startswith("Top match is a fact")
+    assert stage.order(items, min_importance=0.0, now=now).dropped_by_importance == 0
 
 
 @given(st.text(max_size=40))

@@ -53,13 +53,13 @@ def hydrated(candidate: Candidate, importance: float = 0.5, created_at: float = 
 
 def test_rank_uses_fused_relevance_and_keeps_cosine_in_breakdown() -> None:
     fused = reciprocal_rank_fusion(dense("a", "b"), lexical("b", "c"), k=60)
-    ranking = RankStage(RankWeights(), 30.0, 10.0).run([hydrated(c) for c in fused], 10, 0.0, now=1e9)
-    top = ranking.memories[0]
+    scored = RankStage(RankWeights(), 30.0, 10.0).order([hydrated(c) for c in fused], 0.0, now=1e9).scored
+    top = scored[0]
     assert top.memory.id == "b"
     assert top.breakdown.fused == pytest.approx(1.0)
     assert top.breakdown.semantic == pytest.approx(0.8)  # the cosine, not the fused score
     assert top.breakdown.lexical == pytest.approx(1.0) and top.breakdown.lexical_rank == 1
-    rel = {r.memory.id: r.breakdown.fused for r in ranking.memories}
+    rel = {r.memory.id: r.breakdown.fused for r in scored}
     assert rel["a"] == pytest.approx((1 / 61) / (1 / 62 + 1 / 61))
 
 
@@ -70,19 +70,19 @@ def test_priors_reorder_near_ties_but_not_a_clear_relevance_lead() -> None:
     fused = reciprocal_rank_fusion(dense("both", "fresh"), lexical("both"), k=60)
     by_id = {c.memory_id: c for c in fused}
     items = [hydrated(by_id["both"], 0.5, 0.0), hydrated(by_id["fresh"], 1.0, now)]
-    assert [r.memory.id for r in stage.run(items, 10, 0.0, now).memories] == ["both", "fresh"]
+    assert [r.memory.id for r in stage.order(items, 0.0, now).scored] == ["both", "fresh"]
     # Two candidates a rank apart in one channel: the fresher, more important one wins.
     near = reciprocal_rank_fusion(dense("old", "new"), [], k=60)
     items = [hydrated(near[0], 0.5, 0.0), hydrated(near[1], 0.9, now)]
-    assert [r.memory.id for r in stage.run(items, 10, 0.0, now).memories] == ["new", "old"]
+    assert [r.memory.id for r in stage.order(items, 0.0, now).scored] == ["new", "old"]
 
 
 def test_without_fused_scores_the_cosine_is_the_relevance() -> None:
     stage = RankStage(RankWeights(), 30.0, 10.0)
     items = [hydrated(Candidate("a", similarity=0.2)), hydrated(Candidate("b", similarity=0.9))]
-    ranking = stage.run(items, 10, 0.0, now=0.0)
-    assert [r.memory.id for r in ranking.memories] == ["b", "a"]
-    assert ranking.memories[0].breakdown.fused is None
+    scored = stage.order(items, 0.0, now=0.0).scored
+    assert [r.memory.id for r in scored] == ["b", "a"]
+    assert scored[0].breakdown.fused is None
 
 
 def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_store() -> None:
@@ -92,8 +92,8 @@ def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_st
     assert absolute_relevance(0.1, 0.6) == pytest.approx(0.6)  # the words carry a terse reply
     # One candidate alone is its query's best (fused 1.0), yet its relevance stays its own.
     weak = [Candidate(memory_id="x", similarity=0.25, dense_rank=1)]
-    lone = RankStage(RankWeights(), 30.0, 10.0).run(
-        [hydrated(c) for c in reciprocal_rank_fusion(weak, [], k=60)], 10, 0.0, now=1e9
+    lone = RankStage(RankWeights(), 30.0, 10.0).order(
+        [hydrated(c) for c in reciprocal_rank_fusion(weak, [], k=60)], 0.0, now=1e9
     )
-    assert lone.memories[0].breakdown.fused == pytest.approx(1.0)
-    assert lone.memories[0].breakdown.relevance == pytest.approx(0.25)
+    assert lone.scored[0].breakdown.fused == pytest.approx(1.0)
+    assert lone.scored[0].breakdown.relevance == pytest.approx(0.25)

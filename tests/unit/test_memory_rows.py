@@ -78,7 +78,7 @@ def test_a_row_of_another_namespace_keeps_its_own() -> None:
 def test_sealed_content_reads_back_everything_it_writes() -> None:
     # orjson reads the common case; NaN and Infinity, which json.dumps writes and orjson
     # refuses, still read back (metadata imported from JSON Lines may hold them).
-    plain = SealedContent("café ☕ \"quoted\"", {"n": 1.5, "list": [1, "two"]}, "Ana", "index text")
+    plain = SealedContent('café ☕ "quoted"', {"n": 1.5, "list": [1, "two"]}, "Ana", "index text")
     assert SealedContent.from_bytes(plain.to_bytes()) == plain
     odd = SealedContent("x", {"nan": float("nan"), "inf": float("inf")})
     back = SealedContent.from_bytes(odd.to_bytes())

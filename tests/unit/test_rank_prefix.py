@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsvc.config import RankWeights
-from memsvc.domain.models import Memory, Namespace, RankedMemory
+from memsvc.domain.models import Memory, Namespace
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import Hydrated
-from memsvc.pipeline.query.rank import RankStage, collapse_derived, rankable_prefix, settled
+from memsvc.pipeline.query.rank import Ordering, RankStage, rankable_prefix, results, settled
 from memsvc.pipeline.query.recall import Candidate
 
 ALICE = Namespace("t", "p", "e", "alice")
@@ -53,12 +53,9 @@ def query_cases(draw: st.DrawFn) -> tuple[list[Candidate], dict[str, Memory], in
     return candidates, rows, limit, min_importance, min_relevance
 
 
-def results(ranked: list[RankedMemory], limit: int, min_relevance: float) -> list[tuple[str, float]]:
-    kept = collapse_derived([r for r in ranked if r.breakdown.relevance >= min_relevance])[:limit]
-    below = collapse_derived(ranked)[:limit]
-    return [(r.memory.id, r.score) for r in kept] + [
-        ("below", sum(r.breakdown.relevance < min_relevance for r in below))
-    ]
+def outcome(ordering: Ordering, limit: int, min_relevance: float) -> list[tuple[str, float]]:
+    kept, below = results(ordering.scored, min_relevance, limit)
+    return [(r.memory.id, r.score) for r in kept] + [("below", below)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -74,12 +71,12 @@ def test_a_prefix_that_settles_ranks_as_all_candidates_do(
     def hydrate(part: list[Candidate]) -> list[Hydrated]:
         return [Hydrated(rows[c.memory_id], c) for c in part if c.memory_id in survives]
 
-    everything = stage.run(hydrate(candidates), len(candidates), min_importance, NOW)
+    everything = stage.order(hydrate(candidates), min_importance, NOW)
     n = rankable_prefix(candidates, limit, stage.prior_factor_floor())
     hydrated = hydrate(candidates[:n])
-    ranking = stage.run(hydrated, len(hydrated), min_importance, NOW)
-    if settled(ranking, hydrated, candidates, n, limit, min_relevance):
-        assert results(ranking.memories, limit, min_relevance) == results(everything.memories, limit, min_relevance)
+    ordering = stage.order(hydrated, min_importance, NOW)
+    if settled(ordering.scored, hydrated, candidates, n, limit, min_relevance):
+        assert outcome(ordering, limit, min_relevance) == outcome(everything, limit, min_relevance)
     else:
         assert n < len(candidates)
 

@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Memory, Namespace, RankedMemory, RetentionStatus, StoredMemory, metadata_matches
-from memsvc.memories.codec import MemoryCodec, memory_of
+from memsvc.domain.models import Memory, Namespace, RetentionStatus, StoredMemory, metadata_matches
+from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.stores.records.base import MemoryRecords
 
 
 class Hydrated(NamedTuple):
-    """A candidate with its row. `sealed` holds the row when the content is not decrypted yet.
+    """A candidate with its row: opened (a `Memory`) when its content was decrypted, else the
+    sealed row, whose plaintext columns are all that ranking reads.
 
     A NamedTuple, as `Candidate`: one per candidate of every query."""
 
-    memory: Memory
+    memory: Memory | StoredMemory
     candidate: Candidate
-    sealed: StoredMemory | None = None
+
+
+def opened(items: Sequence[Hydrated]) -> list[Memory]:
+    """The memories of items hydrated with `decrypt=True` (all of them are open)."""
+    return [h.memory for h in items if isinstance(h.memory, Memory)]
 
 
 class HydrateStage:
@@ -34,8 +38,8 @@ class HydrateStage:
     ) -> list[Hydrated]:
         """Rows for the candidates in candidate order; ids with no row (stale vectors) are skipped.
 
-        With `decrypt=False` the content stays sealed (`open_ranked` opens the few that are
-        returned): ranking reads only the plaintext columns.
+        With `decrypt=False` the content stays sealed (`open` opens the few that are returned):
+        ranking reads only the plaintext columns.
         """
         rows = await deadline.run(
             self._store.fetch_memories(namespace, [c.memory_id for c in candidates]), "the record store"
@@ -46,20 +50,12 @@ class HydrateStage:
             row = by_id.get(candidate.memory_id)
             if row is None or row.namespace != namespace:
                 continue
-            if decrypt:
-                out.append(Hydrated(await self._codec.open(row), candidate))
-            else:
-                out.append(Hydrated(memory_of(row), candidate, sealed=row))
+            out.append(Hydrated(await self._codec.open(row) if decrypt else row, candidate))
         return out
 
-    async def open_ranked(self, ranked: Sequence[RankedMemory], hydrated: Sequence[Hydrated]) -> list[RankedMemory]:
-        """Decrypt the content of the memories ranking kept (hydrated with `decrypt=False`)."""
-        rows = {h.memory.id: h.sealed for h in hydrated if h.sealed is not None}
-        out = []
-        for r in ranked:
-            row = rows.get(r.memory.id)
-            out.append(r if row is None else replace(r, memory=await self._codec.open(row)))
-        return out
+    async def open(self, rows: Sequence[Memory | StoredMemory]) -> list[Memory]:
+        """The rows as memories, the sealed ones decrypted: the few results ranking kept."""
+        return [await self._codec.open(row) if isinstance(row, StoredMemory) else row for row in rows]
 
     async def run(
         self, plan: QueryPlan, candidates: Sequence[Candidate], deadline: Deadline, decrypt: bool = True
@@ -76,5 +72,7 @@ class HydrateStage:
             hydrated = [h for h in hydrated if h.memory.tier is memory_filter.tier]
         wanted = memory_filter.metadata
         if wanted:
-            hydrated = [h for h in hydrated if metadata_matches(h.memory.metadata, wanted)]
+            hydrated = [
+                h for h in hydrated if isinstance(h.memory, Memory) and metadata_matches(h.memory.metadata, wanted)
+            ]
         return hydrated

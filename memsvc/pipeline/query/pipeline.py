@@ -10,16 +10,16 @@ from dataclasses import dataclass, replace
 from opentelemetry.trace import Tracer
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Principal, RankedMemory
+from memsvc.domain.models import Memory, Principal, RankedMemory
 from memsvc.errors import Unavailable
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
 from memsvc.pipeline.query.bookkeep import BookkeepStage
 from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
-from memsvc.pipeline.query.hydrate import HydrateStage
+from memsvc.pipeline.query.hydrate import HydrateStage, opened
 from memsvc.pipeline.query.lexical import LexicalRecall
-from memsvc.pipeline.query.rank import Ranking, RankStage, collapse_derived, rankable_prefix, settled
+from memsvc.pipeline.query.rank import Ranking, RankStage, Scored, explain, rankable_prefix, results, settled
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -305,49 +305,65 @@ class QueryPipeline:
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
-            ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
-            if not settled(ranking, hydrated, ordered, n, plan.limit, min_relevance):
+            ordering = self.rank.order(hydrated, plan.min_importance, now)
+            if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
                 with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
-                ranking = self.rank.run(hydrated, len(hydrated), plan.min_importance, now, plan.query)
-            if matched:
-                memories = [replace(r, matched_queries=tuple(matched.get(r.memory.id, ()))) for r in ranking.memories]
-                ranking = replace(ranking, memories=memories)
-            if rerank is not None:
-                reranked = await rerank(ranking.memories, now)
-                ranking = Ranking(reranked.memories, ranking.dropped_by_importance, reranked.explanation)
-            relevant = [r for r in ranking.memories if r.breakdown.relevance >= min_relevance]
-            if len(relevant) < len(ranking.memories):
-                # Counted among the results the floor took away, not the whole candidate pool.
-                would_return = collapse_derived(ranking.memories)[: plan.limit]
-                report.dropped_below_relevance = sum(1 for r in would_return if r.breakdown.relevance < min_relevance)
+                ordering = self.rank.order(hydrated, plan.min_importance, now)
+            explanation = explain(ordering.scored, now)
+            kept: list[Scored] = []  # the results still to open (without a rerank)
+            if rerank is None:
+                kept, report.dropped_below_relevance = results(ordering.scored, min_relevance, plan.limit)
+                span.set_attribute("memsvc.results", len(kept))
+            else:
+                # Every candidate is open already (decrypt_all): the mode orders them all.
+                ranked = self._ranked(
+                    ordering.scored, await self.hydrate.open([s.memory for s in ordering.scored]), plan, matched
+                )
+                reranked = await rerank(ranked, now)
+                memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
+                explanation = reranked.explanation
+                span.set_attribute("memsvc.results", len(memories))
             span.set_attribute("memsvc.candidates.dropped_below_relevance", report.dropped_below_relevance)
-            ranking = replace(ranking, memories=collapse_derived(relevant)[: plan.limit])
-            report.dropped_by_importance = ranking.dropped_by_importance
-            span.set_attribute("memsvc.candidates.dropped_by_importance", ranking.dropped_by_importance)
-            span.set_attribute("memsvc.results", len(ranking.memories))
-        if not decrypt_all:
+            report.dropped_by_importance = ordering.dropped_by_importance
+            span.set_attribute("memsvc.candidates.dropped_by_importance", ordering.dropped_by_importance)
+        if rerank is None:
+            # Only the results are decrypted: ranking read the sealed rows' plaintext columns.
             started = time.perf_counter()
             with child_span(self.tracer, "memsvc.hydrate.open") as span:
-                ranking = replace(ranking, memories=await self.hydrate.open_ranked(ranking.memories, hydrated))
-                span.set_attribute("memsvc.results", len(ranking.memories))
+                memories = self._ranked(kept, await self.hydrate.open([s.memory for s in kept]), plan, matched)
+                span.set_attribute("memsvc.results", len(memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
         if report.degraded:
             slot = None  # a degraded answer is not cached: the full one comes back with the index
         with stage_span(self.tracer, report, "bookkeep") as span:
             await self.bookkeep.run(
                 plan,
-                ranking.memories,
+                memories,
                 now,
                 slot,
-                ranking.explanation,
+                explanation,
                 report.candidates_recalled,
-                ranking.dropped_by_importance,
+                ordering.dropped_by_importance,
             )
             span.set_attribute("memsvc.result_cache.stored", slot is not None)
-        return QueryOutcome(plan, ranking.memories, ranking.explanation, report)
+        return QueryOutcome(plan, memories, explanation, report)
+
+    @staticmethod
+    def _ranked(
+        scored: Sequence[Scored],
+        memories: Sequence[Memory],
+        plan: QueryPlan,
+        matched: Mapping[str, Sequence[str]] | None,
+    ) -> list[RankedMemory]:
+        """The scored candidates as results, each with its opened memory and the queries that found it."""
+        default = (plan.query,) if plan.query else ()
+        return [
+            RankedMemory(m, s.score, s.breakdown, tuple(matched.get(m.id, ())) if matched else default)
+            for s, m in zip(scored, memories, strict=True)
+        ]
 
     async def _from_cache(
         self, plan: QueryPlan, cached: CachedResult, report: QueryReport, deadline: Deadline
@@ -361,7 +377,7 @@ class QueryPipeline:
                 plan.namespace, [Candidate(memory_id=h.memory_id) for h in cached.hits], deadline
             )
             span.set_attribute("memsvc.candidates.hydrated", len(rows))
-        by_id = {h.memory.id: h.memory for h in rows}
+        by_id = {m.id: m for m in opened(rows)}
         ranked = [
             RankedMemory(by_id[h.memory_id], h.score, h.breakdown, h.matched_queries)
             for h in cached.hits

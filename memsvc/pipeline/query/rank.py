@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple, Protocol, TypeVar
 
 from memsvc.config import RankWeights
-from memsvc.domain.models import RankedMemory, ScoreBreakdown
+from memsvc.domain.models import Memory, MemoryKind, RankedMemory, ScoreBreakdown, StoredMemory
 from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.query.usage import UsageNorms, usage_signal
@@ -28,6 +29,50 @@ class Ranking:
     memories: list[RankedMemory]
     dropped_by_importance: int
     explanation: str
+
+
+class Scored(NamedTuple):
+    """A hydrated candidate with its score, before anything is opened: `memory` is the row
+    ranking read (sealed unless the content was decrypted). One per ranked candidate, so a
+    NamedTuple; only the results become `RankedMemory`s."""
+
+    memory: Memory | StoredMemory
+    score: float
+    breakdown: ScoreBreakdown
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """The candidates that passed the importance gate, best first, and how many did not."""
+
+    scored: list[Scored]
+    dropped_by_importance: int
+
+
+class _Row(Protocol):
+    """What the orderings below read of a memory: sealed rows and opened memories both have it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> MemoryKind: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def source_ids(self) -> tuple[str, ...]: ...
+
+
+class _Ranked(Protocol):
+    @property
+    def memory(self) -> _Row: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def breakdown(self) -> ScoreBreakdown: ...
+
+
+# A scored candidate (`Scored`) or a result (`RankedMemory`): the cuts below serve both.
+R = TypeVar("R", bound=_Ranked)
 
 
 class RankStage:
@@ -100,17 +145,16 @@ class RankStage:
         total = self._total_weight
         return self._weights.semantic / total if total > 0 else 0.0
 
-    def run(self, items: Sequence[Hydrated], limit: int, min_importance: float, now: float, query: str = "") -> Ranking:
+    def order(self, items: Sequence[Hydrated], min_importance: float, now: float) -> Ordering:
+        """Every item that passes the importance gate, scored, best first."""
         kept = [i for i in items if i.memory.importance >= min_importance]
-        dropped = len(items) - len(kept)
-        ranked = []
         best_fused = max((i.candidate.fused for i in items), default=0.0)
+        scored = []
         for item in kept:
             b = self.breakdown(item, now, best_fused)
-            ranked.append(RankedMemory(item.memory, self.score(b), b, (query,) if query else ()))
-        ranked.sort(key=lambda r: (-r.score, -r.breakdown.semantic, r.memory.id))
-        top = ranked[:limit]
-        return Ranking(top, dropped, explain(top, now))
+            scored.append(Scored(item.memory, self.score(b), b))
+        scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
+        return Ordering(scored, len(items) - len(kept))
 
 
 # all-MiniLM-L6-v2 cosines: unrelated sentences mostly score below 0.15, a paraphrase above 0.55.
@@ -138,7 +182,7 @@ def _unit(value: float) -> float:
     return 0.0
 
 
-def explain(ranked: Sequence[RankedMemory], now: float) -> str:
+def explain(ranked: Sequence[_Ranked], now: float) -> str:
     """One line on why the first result leads, from its strongest weighted signals."""
     if not ranked:
         return "No memory matched the query and filters."
@@ -173,7 +217,7 @@ def rankable_prefix(candidates: Sequence[Candidate], limit: int, factor_floor: f
 
 
 def settled(
-    ranking: Ranking,
+    ordering: Sequence[_Ranked],
     hydrated: Sequence[Hydrated],
     candidates: Sequence[Candidate],
     n: int,
@@ -181,9 +225,10 @@ def settled(
     min_relevance: float,
 ) -> bool:
     """Whether ranking the first `n` candidates (best fused first; `hydrated` are the ones whose
-    rows survived) gives the same first `limit` results as ranking them all: the `limit`-th
-    result that passes the relevance floor and that `collapse_derived` keeps in place outscores
-    the most any later candidate could score (its relevance, every prior at 1)."""
+    rows survived; `ordering` is their order) gives the same first `limit` results as ranking
+    them all: the `limit`-th result that passes the relevance floor and that `collapse_derived`
+    keeps in place outscores the most any later candidate could score (its relevance, every
+    prior at 1)."""
     if n >= len(candidates):
         return True
     best_fused = max((h.candidate.fused for h in hydrated), default=0.0)
@@ -194,13 +239,25 @@ def settled(
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
         # What collapse_derived moves down follows every memory it keeps in place.
-        results = _split_derived([r for r in ranking.memories if r.breakdown.relevance >= floor])[0][:limit]
+        results = _split_derived([r for r in ordering if r.breakdown.relevance >= floor])[0][:limit]
         if len(results) < limit or results[-1].score <= ceiling:
             return False
     return True
 
 
-def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+def results(ranked: Sequence[R], min_relevance: float, limit: int) -> tuple[list[R], int]:
+    """The first `limit` of `ranked` (best first) that pass the relevance floor, what one result
+    already says moved below the rest (`collapse_derived`); and how many of the results without
+    the floor it took away."""
+    relevant = [r for r in ranked if r.breakdown.relevance >= min_relevance]
+    dropped = 0
+    if len(relevant) < len(ranked):
+        # Counted among the results the floor took away, not the whole candidate pool.
+        dropped = sum(1 for r in collapse_derived(ranked)[:limit] if r.breakdown.relevance < min_relevance)
+    return collapse_derived(relevant)[:limit], dropped
+
+
+def collapse_derived(ranked: Sequence[R]) -> list[R]:
     """Move below the rest what a higher result already says: a turn whose extracted memory or
     summary ranked above it, and a derived memory all of whose sources did.
 
@@ -211,11 +268,11 @@ def collapse_derived(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
     return kept + repeated
 
 
-def _split_derived(ranked: Sequence[RankedMemory]) -> tuple[list[RankedMemory], list[RankedMemory]]:
+def _split_derived(ranked: Sequence[R]) -> tuple[list[R], list[R]]:
     """The memories that say something new, and those a higher one already says (in order)."""
     covered: set[str] = set()
-    kept: list[RankedMemory] = []
-    repeated: list[RankedMemory] = []
+    kept: list[R] = []
+    repeated: list[R] = []
     for r in ranked:
         sources = set(r.memory.source_ids)
         if r.memory.id in covered or (sources and sources <= covered):
