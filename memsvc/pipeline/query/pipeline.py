@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from opentelemetry.trace import Tracer
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import Memory, Principal, RankedMemory
+from memsvc.domain.models import Principal, RankedMemory
 from memsvc.errors import Unavailable
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
@@ -319,10 +319,7 @@ class QueryPipeline:
                 span.set_attribute("memsvc.results", len(kept))
             else:
                 # Every candidate is open already (decrypt_all): the mode orders them all.
-                ranked = self._ranked(
-                    ordering.scored, await self.hydrate.open([s.memory for s in ordering.scored]), plan, matched
-                )
-                reranked = await rerank(ranked, now)
+                reranked = await rerank(await self._opened(ordering.scored, plan, matched), now)
                 memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
                 explanation = reranked.explanation
                 span.set_attribute("memsvc.results", len(memories))
@@ -333,7 +330,7 @@ class QueryPipeline:
             # Only the results are decrypted: ranking read the sealed rows' plaintext columns.
             started = time.perf_counter()
             with child_span(self.tracer, "memsvc.hydrate.open") as span:
-                memories = self._ranked(kept, await self.hydrate.open([s.memory for s in kept]), plan, matched)
+                memories = await self._opened(kept, plan, matched)
                 span.set_attribute("memsvc.results", len(memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
         if report.degraded:
@@ -351,14 +348,12 @@ class QueryPipeline:
             span.set_attribute("memsvc.result_cache.stored", slot is not None)
         return QueryOutcome(plan, memories, explanation, report)
 
-    @staticmethod
-    def _ranked(
-        scored: Sequence[Scored],
-        memories: Sequence[Memory],
-        plan: QueryPlan,
-        matched: Mapping[str, Sequence[str]] | None,
+    async def _opened(
+        self, scored: Sequence[Scored], plan: QueryPlan, matched: Mapping[str, Sequence[str]] | None
     ) -> list[RankedMemory]:
-        """The scored candidates as results, each with its opened memory and the queries that found it."""
+        """The scored candidates as results: each row opened (the sealed ones decrypted), with
+        the queries that found it."""
+        memories = await self.hydrate.open([s.memory for s in scored])
         default = (plan.query,) if plan.query else ()
         return [
             RankedMemory(m, s.score, s.breakdown, tuple(matched.get(m.id, ())) if matched else default)

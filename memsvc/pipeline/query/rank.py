@@ -217,7 +217,7 @@ def rankable_prefix(candidates: Sequence[Candidate], limit: int, factor_floor: f
 
 
 def settled(
-    ordering: Sequence[_Ranked],
+    scored: Sequence[_Ranked],
     hydrated: Sequence[Hydrated],
     candidates: Sequence[Candidate],
     n: int,
@@ -225,7 +225,7 @@ def settled(
     min_relevance: float,
 ) -> bool:
     """Whether ranking the first `n` candidates (best fused first; `hydrated` are the ones whose
-    rows survived; `ordering` is their order) gives the same first `limit` results as ranking
+    rows survived; `scored` is their order) gives the same first `limit` results as ranking
     them all: the `limit`-th result that passes the relevance floor and that `collapse_derived`
     keeps in place outscores the most any later candidate could score (its relevance, every
     prior at 1)."""
@@ -239,7 +239,7 @@ def settled(
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
         # What collapse_derived moves down follows every memory it keeps in place.
-        results = _split_derived([r for r in ordering if r.breakdown.relevance >= floor])[0][:limit]
+        results = _split_derived([r for r in scored if r.breakdown.relevance >= floor])[0][:limit]
         if len(results) < limit or results[-1].score <= ceiling:
             return False
     return True

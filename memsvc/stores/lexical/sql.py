@@ -121,11 +121,10 @@ class SqlLexicalIndex:
 
         def search() -> Program[list[LexicalHit]]:
             rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
-            if rows:
-                if rows[0][3] > self._short_search_docs:
-                    self._large.add(digest)
-                else:
-                    self._large.discard(digest)
+            if rows and rows[0][3] > self._short_search_docs:
+                self._large.add(digest)
+            elif rows:
+                self._large.discard(digest)
             return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
         return await self._db.transact(search(), write=False, short=digest not in self._large)
