@@ -28,6 +28,7 @@ from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.postgres import PostgresRecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.sql import Program, q
 from tests.backends import fresh_schema
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,14 @@ ALICE = Namespace("acme", "default", "development", "alice")
 BOB = Namespace("acme", "default", "development", "bob")
 
 
-def row(ns: Namespace, *, tier: Tier = Tier.HOT, tags: tuple[str, ...] = (), session: str = "") -> StoredMemory:
+def row(
+    ns: Namespace,
+    *,
+    tier: Tier = Tier.HOT,
+    tags: tuple[str, ...] = (),
+    session: str = "",
+    retention_status: RetentionStatus = RetentionStatus.ACTIVE,
+) -> StoredMemory:
     return StoredMemory(
         id=new_memory_id(),
         namespace=ns,
@@ -55,7 +63,7 @@ def row(ns: Namespace, *, tier: Tier = Tier.HOT, tags: tuple[str, ...] = (), ses
         quality=0.5,
         consistency=1.0,
         decay=1.0,
-        retention_status=RetentionStatus.ACTIVE,
+        retention_status=retention_status,
         embedding_version="v",
         superseded_by="",
         idempotency_key="",
@@ -169,6 +177,51 @@ def test_filters_apply_to_lexical_hits(stores: Stores) -> None:
     stores.run(stores.records.update_memory(ALICE, hot, {"retention_status": RetentionStatus.ARCHIVED}, 1_001.0))
     assert [m for m, _ in stores.search(ALICE, {5: 1})] == [cold]
     assert {m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(include_inactive=True))} == {hot, cold}
+
+
+def test_a_memory_is_found_by_words_only_while_active_whatever_changes_its_status(stores: Stores) -> None:
+    # Indexed while already superseded: absent from a default search, found with inactive ones.
+    old = stores.add(ALICE, {5: 1}, retention_status=RetentionStatus.SUPERSEDED, tier=Tier.COLD)
+    new = stores.add(ALICE, {5: 1}, tier=Tier.COLD)
+    assert [m for m, _ in stores.search(ALICE, {5: 1})] == [new]
+    assert {m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(include_inactive=True))} == {old, new}
+    # With a filter on the rows' columns too (the search then joins the memory rows).
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(tier=Tier.COLD))] == [new]
+    # Status changes through any update: the search follows.
+    stores.run(stores.records.update_memory(ALICE, old, {"retention_status": RetentionStatus.ACTIVE}, 1_001.0))
+    stores.run(stores.records.update_memory(ALICE, new, {"retention_status": RetentionStatus.ARCHIVED}, 1_001.0))
+    assert [m for m, _ in stores.search(ALICE, {5: 1})] == [old]
+    stores.run(stores.records.update_memory(ALICE, old, {"importance": 0.9}, 1_002.0))  # status untouched
+    assert [m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(tier=Tier.COLD))] == [old]
+    # Reindexing a memory keeps its status.
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(new, {5: 2}, 2)]))
+    assert [m for m, _ in stores.search(ALICE, {5: 1})] == [old]
+
+
+def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) -> None:
+    # A store written before documents carried the status: the latest migration undone.
+    latest = stores.records._migrations[-1][0]
+    postgres = isinstance(stores.records, PostgresRecordStore)
+    archived, active = row(ALICE), row(ALICE)
+
+    def before() -> Program[None]:
+        yield q("DROP TRIGGER memories_lexical_status" + (" ON memories" if postgres else ""))
+        if postgres:
+            yield q("DROP FUNCTION memsvc_memory_status_lexical()")
+        yield q("ALTER TABLE lexical_docs DROP COLUMN active")
+        yield q("DELETE FROM schema_migrations WHERE version = %s", (latest,))
+        for memory in (archived, active):
+            yield q("INSERT INTO lexical_docs (memory_id, ns, length) VALUES (%s, %s, 1)", (memory.id, ALICE.digest))
+            posting = "INSERT INTO lexical_postings (ns, term, memory_id, tf) VALUES (%s, 5, %s, 1)"
+            yield q(posting, (ALICE.digest, memory.id))
+        yield q("UPDATE memories SET retention_status = 'archived' WHERE id = %s", (archived.id,))
+
+    stores.run(stores.records.insert_memories([archived, active]))
+    stores.run(stores.records._write(before()))
+    assert stores.run(stores.records.migrate()) == [latest]
+    assert [m for m, _ in stores.search(ALICE, {5: 1})] == [active.id]
+    found = {m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(include_inactive=True))}
+    assert found == {archived.id, active.id}
 
 
 def test_reindex_replaces_and_delete_and_forget_remove_postings(stores: Stores) -> None:

@@ -8,6 +8,7 @@ both backends run the same statements, so both rank identically.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from memsvc.domain.models import MemoryFilter, Namespace
@@ -16,7 +17,7 @@ from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
 
-def bm25_sql(terms: int, where: str) -> str:
+def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
     """One query: document frequencies of the query terms, then BM25 summed per memory, and
     the share of the query's IDF weight the memory contains (its term coverage).
 
@@ -24,10 +25,21 @@ def bm25_sql(terms: int, where: str) -> str:
     namespace (postings), the filter's values, limit. IDF is Lucene's, never negative. A query
     term no memory has weighs the most: a query about something never said covers little.
     Each row also carries the namespace's document count.
+
+    Each query term's weight is computed once (`w`), and the postings are read term by term
+    from it: SQLite keeps a CROSS JOIN's order, so it never scans a namespace's postings to meet
+    the few query terms (other engines plan the joins themselves). The memory rows are joined
+    only for a filter on their columns: whether a memory is active is on its document.
     """
     ph = "%s"
     values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
-    extra = f" AND {where}" if where else ""
+    conditions = [f"p.ns = {ph}", "p.term = w.term", "d.memory_id = p.memory_id"]
+    if active_only:
+        conditions.append("d.active = 1")
+    rows = ""
+    if where:
+        rows = "CROSS JOIN memories "
+        conditions += ["memories.id = p.memory_id", where]
     return (
         f"WITH q(term, qtf) AS (VALUES {values}), "
         f"params(k1, b) AS (SELECT {ph}, {ph}), "
@@ -35,19 +47,15 @@ def bm25_sql(terms: int, where: str) -> str:
         f"WHERE ns = {ph} AND docs > 0), "
         "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
         f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term), "
-        "qw AS (SELECT SUM(q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5))) "
-        "AS weight FROM q LEFT JOIN df ON df.term = q.term CROSS JOIN st) "
-        "SELECT p.memory_id, SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5)) "
-        "* p.tf * (params.k1 + 1) / (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
-        "SUM(q.qtf * ln(1.0 + (st.docs - df.n + 0.5) / (df.n + 0.5))) / MAX(qw.weight) AS coverage, "
-        "MAX(st.docs) AS docs "
-        "FROM lexical_postings p "
-        "JOIN q ON q.term = p.term "
-        "JOIN df ON df.term = p.term "
-        "JOIN lexical_docs d ON d.memory_id = p.memory_id "
-        "JOIN memories ON memories.id = p.memory_id "
+        "w AS (SELECT q.term, q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5)) "
+        "AS idf FROM q CROSS JOIN st LEFT JOIN df ON df.term = q.term), "
+        "qw AS (SELECT SUM(idf) AS weight FROM w) "
+        "SELECT p.memory_id, SUM(w.idf * p.tf * (params.k1 + 1) "
+        "/ (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
+        "SUM(w.idf) / MAX(qw.weight) AS coverage, MAX(st.docs) AS docs "
+        f"FROM w CROSS JOIN lexical_postings p CROSS JOIN lexical_docs d {rows}"
         "CROSS JOIN st CROSS JOIN params CROSS JOIN qw "
-        f"WHERE p.ns = {ph}{extra} "
+        f"WHERE {' AND '.join(conditions)} "
         "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
     )
 
@@ -86,8 +94,9 @@ class SqlLexicalIndex:
                 yield q("DELETE FROM lexical_docs WHERE memory_id = %s", (doc.memory_id,))
                 inserted = (
                     yield q(
-                        "INSERT INTO lexical_docs (memory_id, ns, length) SELECT %s, %s, %s "
-                        "WHERE EXISTS (SELECT 1 FROM memories WHERE id = %s AND ns = %s)",
+                        "INSERT INTO lexical_docs (memory_id, ns, length, active) "
+                        "SELECT %s, %s, %s, CASE WHEN retention_status = 'active' THEN 1 ELSE 0 END "
+                        "FROM memories WHERE id = %s AND ns = %s",
                         (doc.memory_id, digest, doc.length, doc.memory_id, digest),
                     )
                 ).rowcount
@@ -114,13 +123,16 @@ class SqlLexicalIndex:
     ) -> list[LexicalHit]:
         if not query or limit <= 0:
             return []
-        where, values = filter_sql(postings_filter(memory_filter), "%s", self._sql.tags_any)
+        # Whether a memory is active is on its document (bm25_sql); the rest is on its row.
+        row_filter = replace(postings_filter(memory_filter), include_inactive=True)
+        where, values = filter_sql(row_filter, "%s", self._sql.tags_any)
+        sql = bm25_sql(len(query), where, active_only=not memory_filter.include_inactive)
         digest = namespace.digest
         params: list[Any] = [v for term, count in query.items() for v in (term, count)]
         params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
 
         def search() -> Program[list[LexicalHit]]:
-            rows = (yield q(bm25_sql(len(query), where), (*params,))).rows
+            rows = (yield q(sql, (*params,))).rows
             if rows and rows[0][3] > self._short_search_docs:
                 self._large.add(digest)
             elif rows:

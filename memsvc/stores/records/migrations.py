@@ -34,6 +34,42 @@ def _derivation_root(blob: str) -> Migration:
     )
 
 
+# A lexical search reads each posting's document, and read its memory row too only to drop the
+# inactive ones: two more B-tree descents per posting, about 40 % of the search (docs/performance.md).
+# The document carries the flag instead; a trigger keeps it in step with every status change,
+# whatever statement makes it.
+_ACTIVE_FLAG = "CASE WHEN NEW.retention_status = 'active' THEN 1 ELSE 0 END"
+_LEXICAL_DOCS_ACTIVE_COLUMN = (
+    "ALTER TABLE lexical_docs ADD COLUMN active INTEGER NOT NULL DEFAULT 1",
+    "UPDATE lexical_docs SET active = 0 "
+    "WHERE memory_id IN (SELECT id FROM memories WHERE retention_status <> 'active')",
+)
+_SQLITE_LEXICAL_DOCS_ACTIVE: Migration = (
+    8,
+    (
+        *_LEXICAL_DOCS_ACTIVE_COLUMN,
+        f"""CREATE TRIGGER memories_lexical_status AFTER UPDATE OF retention_status ON memories
+            WHEN OLD.retention_status IS NOT NEW.retention_status BEGIN
+                UPDATE lexical_docs SET active = {_ACTIVE_FLAG} WHERE memory_id = NEW.id;
+            END""",
+    ),
+)
+_POSTGRES_LEXICAL_DOCS_ACTIVE: Migration = (
+    8,
+    (
+        *_LEXICAL_DOCS_ACTIVE_COLUMN,
+        f"""CREATE FUNCTION memsvc_memory_status_lexical() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE lexical_docs SET active = {_ACTIVE_FLAG} WHERE memory_id = NEW.id;
+                RETURN NULL;
+            END $$""",
+        "CREATE TRIGGER memories_lexical_status AFTER UPDATE OF retention_status ON memories "
+        "FOR EACH ROW WHEN (OLD.retention_status IS DISTINCT FROM NEW.retention_status) "
+        "EXECUTE FUNCTION memsvc_memory_status_lexical()",
+    ),
+)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -243,6 +279,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     ),
     _RECALL_EVENTS_INDEXES,
     _derivation_root("BLOB"),
+    _SQLITE_LEXICAL_DOCS_ACTIVE,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -469,4 +506,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     ),
     _RECALL_EVENTS_INDEXES,
     _derivation_root("BYTEA"),
+    _POSTGRES_LEXICAL_DOCS_ACTIVE,
 )
