@@ -102,29 +102,37 @@ class ServiceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc s
         self._metrics = metrics
         self._default_deadline_s = default_deadline_s
         self._limiter = limiter
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
         method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is not None:
+            return wrapped
+        handler = await continuation(handler_call_details)
         if handler is None or not method.startswith(PROTECTED_PREFIX):
             return handler
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
+            wrapped = grpc.unary_unary_rpc_method_handler(
                 self._wrap_unary(method, handler.unary_unary),
                 request_deserializer=tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
+        elif handler.unary_stream is not None:
+            wrapped = grpc.unary_stream_rpc_method_handler(
                 self._wrap_stream(method, handler.unary_stream),
                 request_deserializer=tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
-        return handler
+        else:
+            return handler
+        # A method's handler never changes once the server runs: wrap it once, not per call.
+        self._wrapped[method] = wrapped
+        return wrapped
 
     async def _enter(self, context: Any) -> None:
         principal = await self._keys.authenticate(bearer_token(context))

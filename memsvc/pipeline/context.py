@@ -94,9 +94,13 @@ class QueryPlan:
     min_importance: float
     min_relevance: float
     request_id: str
-    request_key: str
     skip_cache: bool
     source: QueryInput
+
+    @property
+    def request_key(self) -> str:
+        """The result cache key; computed only by a query that uses the cache."""
+        return result_key(self.source, self.limit)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from memsvc.stores.records.base import IndexTicket, PageCursor, RecordStore
 from memsvc.stores.records.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, Migration
 from memsvc.stores.records.postgres import PostgresRecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore, fetch_sql
+from memsvc.stores.sql import Program, q
 from tests.backends import fresh_schema
 from tests.conftest import LoopThread
 
@@ -404,6 +405,14 @@ def test_record_recalls_counts_and_keeps_the_latest_access(s: Store) -> None:
     assert (got[a.id].usage_count, got[a.id].last_accessed_at) == (3, 3000.0)
     assert (got[b.id].usage_count, got[b.id].last_accessed_at) == (1, 1000.0)
     assert s(s.store.fetch_memories(BOB, [bobs.id]))[0].usage_count == 0
+
+    # One event row per recall, however the counts were batched (DESIGN.md, stage 6).
+    def recall_rows() -> Program[list[tuple[Any, ...]]]:
+        sql = "SELECT memory_id, request_id, rank FROM memory_events WHERE event = 'recall' ORDER BY request_id, rank"
+        return (yield q(sql)).rows
+
+    rows = [tuple(r) for r in s(s.store._read(recall_rows()))]
+    assert rows == [(a.id, "r1", 1), (b.id, "r1", 2), (bobs.id, "r1", 3), (a.id, "r2", 1), (a.id, "r3", 2)]
 
 
 def test_concurrent_recalls_lose_no_increment(s: Store) -> None:

@@ -6,7 +6,7 @@ import uuid
 
 from memsvc.domain.models import Namespace, Permission, Principal
 from memsvc.errors import PermissionDenied
-from memsvc.pipeline.context import QueryInput, QueryPlan, result_key
+from memsvc.pipeline.context import QueryInput, QueryPlan
 from memsvc.pipeline.validation import Limits, validate_query
 
 
@@ -35,7 +35,6 @@ class ScopeStage:
             min_importance=min_importance,
             min_relevance=self._relevance_floor if request.min_relevance is None else request.min_relevance,
             request_id=f"req_{uuid.uuid4().hex[:16]}",
-            request_key=result_key(request, limit),
             skip_cache=request.skip_cache,
             source=request,
         )

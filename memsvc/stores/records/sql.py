@@ -521,11 +521,18 @@ class SqlRecordStore(ABC):
         if not events:
             return
 
+        # One UPDATE per memory however often the batch recalled it: the hot ones recur.
+        recalled: dict[tuple[str, str], tuple[int, float]] = {}
+        for e in events:
+            key = (e.memory_id, e.namespace.digest)
+            count, last = recalled.get(key, (0, e.at))
+            recalled[key] = (count + 1, max(last, e.at))
+
         def record() -> Program[None]:
             yield each(
-                "UPDATE memories SET usage_count = usage_count + 1, "
-                f"last_accessed_at = {self._sql.greatest}(COALESCE(last_accessed_at, 0), %s) WHERE id = %s AND ns = %s",
-                [(e.at, e.memory_id, e.namespace.digest) for e in events],
+                f"UPDATE memories SET usage_count = usage_count + %s, last_accessed_at = "
+                f"{self._sql.greatest}(COALESCE(last_accessed_at, 0), %s) WHERE id = %s AND ns = %s",
+                [(count, last, memory_id, digest) for (memory_id, digest), (count, last) in recalled.items()],
             )
             yield each(
                 "INSERT INTO memory_events (memory_id, ns, event, request_id, score, rank, at) "
