@@ -251,6 +251,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                 "tier_moves": report.tier_moves,
                 "expired_deleted": report.expired_deleted,
                 "retention_deleted": report.retention_deleted,
+                "recall_events_pruned": report.recall_events_pruned,
                 "tenants_with_usage": report.tenants_with_usage,
                 "reindexed": reconciled.indexed,
                 "vectors_deleted": reconciled.vectors_deleted,

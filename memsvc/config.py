@@ -180,6 +180,8 @@ class Settings(BaseSettings):
     tier_hot_importance: float = 0.9
     # Days after creation when memories of a kind are deleted, e.g. '{"episode": 365}'.
     retention_days_by_kind: dict[str, float] = Field(default_factory=dict)
+    # Days a query's 'recall' events (one per result) are kept; 0 keeps them forever.
+    recall_events_retention_days: float = Field(default=30.0, ge=0)
     # A new memory this similar (cosine) with the same content terms (and numbers, and no negation
     # flipped) confirms the old one instead of adding a row.
     duplicate_similarity: float = 0.92

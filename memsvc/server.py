@@ -363,6 +363,7 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy:
         cold_idle_days=settings.tier_cold_idle_days,
         hot_importance=settings.tier_hot_importance,
         retention_days_by_kind={MemoryKind(k): v for k, v in settings.retention_days_by_kind.items()},
+        recall_events_days=settings.recall_events_retention_days,
         lease_ttl_s=settings.maintenance_lease_ttl_s,
     )
 

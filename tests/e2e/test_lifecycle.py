@@ -16,6 +16,7 @@ from memsvc import cli
 from memsvc.domain.models import Namespace
 from memsvc.pipeline.jobs.maintenance import LEASE_NAME, Maintenance, MaintenanceReport
 from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.sql import Program, q
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
 
@@ -258,6 +259,34 @@ def test_recall_keeps_memories_hot_and_usage_is_normalised_per_tenant(server: Ru
     assert get(server, "dan", ids[0]).tier == memory_pb2.TIER_HOT
     stats = server.run(server.components.store.get_usage_stats("acme"))
     assert stats is not None and stats.p90 >= 1
+
+
+def test_recall_events_past_their_retention_are_pruned_and_feedback_stays(server: RunningServer) -> None:
+    memory = add(server, "ida", "Ida's boat is called Heron").memories[0]
+    request_ids = [query(server, "ida", "what is Ida's boat called?").request_id for _ in range(3)]
+    deadline = time.time() + 5
+    while get(server, "ida", memory.id).usage_count < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    server.writes.Feedback(
+        write_service_pb2.FeedbackRequest(user_id="ida", request_id=request_ids[0], used_ids=[memory.id]),
+        metadata=server.md,
+    )
+    ns = Namespace("acme", "default", "development", "ida").digest
+
+    def events() -> Program[list[tuple[str, str]]]:
+        rows = (yield q("SELECT event, request_id FROM memory_events WHERE ns = %s ORDER BY id", (ns,))).rows
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    store = server.components.store
+    recalls = [("recall", r) for r in request_ids]
+    assert server.run(store._read(events())) == [*recalls, ("used", request_ids[0])]
+    # Within the retention (30 days by default) nothing goes; past it, the recall events do.
+    assert maintain(server, time.time() + 29 * DAY_S).recall_events_pruned == 0
+    assert server.run(store._read(events())) == [*recalls, ("used", request_ids[0])]
+    assert maintain(server, time.time() + 31 * DAY_S).recall_events_pruned == 3
+    assert server.run(store._read(events())) == [("used", request_ids[0])]
+    # The counts they added stay on the memory.
+    assert get(server, "ida", memory.id).usage_count == 3
 
 
 def test_expiry_deletes_rows_and_vectors(server_factory: ServerFactory) -> None:

@@ -415,6 +415,23 @@ def test_record_recalls_counts_and_keeps_the_latest_access(s: Store) -> None:
     assert rows == [(a.id, "r1", 1), (b.id, "r1", 2), (bobs.id, "r1", 3), (a.id, "r2", 1), (a.id, "r3", 2)]
 
 
+def test_prune_recall_events_deletes_the_old_ones_of_one_namespace_in_bounded_steps(s: Store) -> None:
+    a = insert(s, memory())[0]
+    bobs = insert(s, memory(BOB))[0]
+    s(s.store.record_recalls([RecallEvent(a.id, ALICE, f"r{i}", 0.5, 1, 100.0 + i) for i in range(5)]))
+    s(s.store.record_recalls([RecallEvent(bobs.id, BOB, "b", 0.5, 1, 100.0)]))
+    s(s.store.record_feedback(ALICE, "r0", [a.id], [], 100.0))
+
+    def left() -> Program[list[tuple[Any, ...]]]:
+        return (yield q("SELECT ns, event, request_id FROM memory_events ORDER BY ns, at, event")).rows
+
+    # Older than 104: four of Alice's five, two at a time, oldest first.
+    assert s(s.store.prune_recall_events(ALICE, 104.0, 2)) == 2
+    assert s(s.store.prune_recall_events(ALICE, 104.0, 2)) == 2
+    assert s(s.store.prune_recall_events(ALICE, 104.0, 2)) == 0
+    assert sorted(tuple(r[1:]) for r in s(s.store._read(left()))) == [("recall", "b"), ("recall", "r4"), ("used", "r0")]
+
+
 def test_concurrent_recalls_lose_no_increment(s: Store) -> None:
     row = insert(s, memory())[0]
 

@@ -2,12 +2,12 @@
 
 One run scans every memory once. It recomputes decay from the time since the last recall (or
 since creation), moves memories between tiers by policy and re-indexes their vectors so tier
-filters at recall stay true, stores per-tenant usage percentiles for ranking, and deletes for
-real the memories past their expiry or their kind's retention, through the write path's one
-delete path. Runs take a lease row in the record store, and every row update is a
-compare-and-set on the row's revision: two replicas (or a CronJob and an in-process scheduler)
-running at once neither double-apply nor fight. The clock is a parameter, so a simulated month
-is one call.
+filters at recall stay true, stores per-tenant usage percentiles for ranking, deletes for real
+the memories past their expiry or their kind's retention, through the write path's one delete
+path, and deletes the recall events past theirs. Runs take a lease row in the record store,
+and every row update is a compare-and-set on the row's revision: two replicas (or a CronJob and
+an in-process scheduler) running at once neither double-apply nor fight. The clock is a
+parameter, so a simulated month is one call.
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ class MaintenancePolicy:
     hot_importance: float = 0.9
     # Memories of these kinds are deleted once older than this many days.
     retention_days_by_kind: Mapping[MemoryKind, float] = field(default_factory=dict)
+    # Every query writes a 'recall' event per result: those older than this many days are
+    # deleted (0 keeps them all). usage_count and last_accessed_at keep the totals.
+    recall_events_days: float = 30.0
     lease_ttl_s: float = 300.0
     batch: int = 500
 
@@ -74,6 +77,7 @@ class MaintenanceReport:
     tier_moves: dict[str, int] = field(default_factory=dict)
     expired_deleted: int = 0
     retention_deleted: int = 0
+    recall_events_pruned: int = 0
     tenants_with_usage: int = 0
     note: str = ""
 
@@ -147,6 +151,7 @@ class Maintenance:
     async def _pass(self, now: float, report: MaintenanceReport) -> None:
         policy = self._policy
         usage: dict[str, list[int]] = defaultdict(list)
+        namespaces: set[Namespace] = set()
         after = ""
         while True:
             if self._periodic.stopping:
@@ -162,6 +167,7 @@ class Maintenance:
             expired: dict[Namespace, list[str]] = defaultdict(list)
             retired: dict[Namespace, list[str]] = defaultdict(list)
             for row in rows:
+                namespaces.add(row.namespace)
                 if row.expires_at is not None and row.expires_at <= now:
                     expired[row.namespace].append(row.id)
                     continue
@@ -187,6 +193,8 @@ class Maintenance:
             if not await self._store.acquire_lease(LEASE_NAME, self.holder, time.time(), policy.lease_ttl_s):
                 report.note = "lost the maintenance lease mid-run"
                 return
+        if not await self._prune_recall_events(namespaces, now, report):
+            return
         stats = []
         for tenant, counts in usage.items():
             counts.sort()
@@ -202,6 +210,27 @@ class Maintenance:
             )
         await self._store.put_usage_stats(stats)
         report.tenants_with_usage = len(stats)
+
+    async def _prune_recall_events(self, namespaces: set[Namespace], now: float, report: MaintenanceReport) -> bool:
+        """Old recall events of every namespace the pass saw (a forgotten user's go with it);
+        False when the pass must stop (shutdown, or the lease lost)."""
+        policy = self._policy
+        if policy.recall_events_days <= 0:
+            return True
+        before = now - policy.recall_events_days * _DAY_S
+        for namespace in namespaces:
+            while True:
+                if self._periodic.stopping:
+                    report.note = "stopped by shutdown before the end of the pass"
+                    return False
+                pruned = await self._store.prune_recall_events(namespace, before, policy.batch)
+                report.recall_events_pruned += pruned
+                if pruned < policy.batch:
+                    break
+                if not await self._store.acquire_lease(LEASE_NAME, self.holder, time.time(), policy.lease_ttl_s):
+                    report.note = "lost the maintenance lease mid-run"
+                    return False
+        return True
 
     async def _update_for(self, row: StoredMemory, now: float) -> MaintenanceUpdate | None:
         idle_s = now - (row.last_accessed_at if row.last_accessed_at is not None else row.created_at)
@@ -245,7 +274,8 @@ class Maintenance:
 
     async def _tick(self) -> None:
         report = await self.run_once()
-        if report.ran and (report.moved or report.expired_deleted or report.retention_deleted):
+        changed = report.moved or report.expired_deleted or report.retention_deleted or report.recall_events_pruned
+        if report.ran and changed:
             log.info("maintenance: %s", report)
 
     def start(self, interval_s: float) -> None:

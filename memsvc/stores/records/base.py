@@ -290,6 +290,11 @@ class MaintenanceRecords(Protocol):
         """Compare-and-set each update on its revision; return the rows whose tier changed."""
         ...
 
+    async def prune_recall_events(self, namespace: Namespace, before: float, limit: int) -> int:
+        """Delete up to `limit` of the namespace's 'recall' events older than `before`, oldest
+        first, in one transaction; return how many went. Feedback events stay."""
+        ...
+
 
 class LeaseRecords(Protocol):
     """Named leases: one holder at a time across replicas."""

@@ -586,6 +586,20 @@ class SqlRecordStore(ABC):
 
         return await self._write(record())
 
+    async def prune_recall_events(self, namespace: Namespace, before: float, limit: int) -> int:
+        # The (ns, at) index finds them; the limit keeps each transaction, and the database lock
+        # it holds, short however many accumulated.
+        def prune() -> Program[int]:
+            return (
+                yield q(
+                    "DELETE FROM memory_events WHERE id IN (SELECT id FROM memory_events "
+                    "WHERE ns = %s AND at < %s AND event = 'recall' ORDER BY at LIMIT %s)",
+                    (namespace.digest, before, limit),
+                )
+            ).rowcount
+
+        return int(await self._write(prune()))
+
     async def put_usage_stats(self, stats: Sequence[UsageStats]) -> None:
         if not stats:
             return
