@@ -212,8 +212,8 @@ class Maintenance:
         report.tenants_with_usage = len(stats)
 
     async def _prune_recall_events(self, namespaces: set[Namespace], now: float, report: MaintenanceReport) -> bool:
-        """Old recall events of every namespace the pass saw (a forgotten user's go with it);
-        False when the pass must stop (shutdown, or the lease lost)."""
+        """Delete the old recall events of every namespace the pass saw (ForgetUser deletes a
+        forgotten user's); False when the pass must stop (shutdown, or the lease lost)."""
         policy = self._policy
         if policy.recall_events_days <= 0:
             return True

@@ -34,9 +34,9 @@ def _derivation_root(blob: str) -> Migration:
     )
 
 
-# A lexical search reads each posting's document, and read its memory row too only to drop the
-# inactive ones: two more B-tree descents per posting, about 40 % of the search (docs/performance.md).
-# The document carries the flag instead; a trigger keeps it in step with every status change,
+# A lexical search joined every posting to its memory row only to drop inactive memories: two
+# more B-tree descents per posting, about 40 % of the search (docs/performance.md). The lexical
+# document carries the flag instead; a trigger keeps it in step with every status change,
 # whatever statement makes it.
 _ACTIVE_FLAG = "CASE WHEN NEW.retention_status = 'active' THEN 1 ELSE 0 END"
 _LEXICAL_DOCS_ACTIVE_COLUMN = (
