@@ -154,10 +154,8 @@ class Maintenance:
         namespaces: set[Namespace] = set()
         after = ""
         while True:
-            if self._periodic.stopping:
-                # Shutting down: the next pass starts over; partial usage counts are not stats.
-                report.note = "stopped by shutdown before the end of the pass"
-                return
+            if self._stopping(report):
+                return  # the next pass starts over; partial usage counts are not stats
             rows = await self._store.scan_memories(after, policy.batch)
             if not rows:
                 break
@@ -189,9 +187,7 @@ class Maintenance:
             await self._reindex(moved)
             if len(rows) < policy.batch:
                 break
-            # Renew the lease between batches; a holder that lost it stops.
-            if not await self._store.acquire_lease(LEASE_NAME, self.holder, time.time(), policy.lease_ttl_s):
-                report.note = "lost the maintenance lease mid-run"
+            if not await self._renewed(report):
                 return
         if not await self._prune_recall_events(namespaces, now, report):
             return
@@ -211,6 +207,19 @@ class Maintenance:
         await self._store.put_usage_stats(stats)
         report.tenants_with_usage = len(stats)
 
+    def _stopping(self, report: MaintenanceReport) -> bool:
+        """Whether the server is shutting down (noted in the report): the pass stops there."""
+        if self._periodic.stopping:
+            report.note = "stopped by shutdown before the end of the pass"
+        return self._periodic.stopping
+
+    async def _renewed(self, report: MaintenanceReport) -> bool:
+        """Renew the lease between batches; a holder that lost it stops (noted in the report)."""
+        if await self._store.acquire_lease(LEASE_NAME, self.holder, time.time(), self._policy.lease_ttl_s):
+            return True
+        report.note = "lost the maintenance lease mid-run"
+        return False
+
     async def _prune_recall_events(self, namespaces: set[Namespace], now: float, report: MaintenanceReport) -> bool:
         """Delete the old recall events of every namespace the pass saw (ForgetUser deletes a
         forgotten user's); False when the pass must stop (shutdown, or the lease lost)."""
@@ -220,15 +229,13 @@ class Maintenance:
         before = now - policy.recall_events_days * _DAY_S
         for namespace in namespaces:
             while True:
-                if self._periodic.stopping:
-                    report.note = "stopped by shutdown before the end of the pass"
+                if self._stopping(report):
                     return False
                 pruned = await self._store.prune_recall_events(namespace, before, policy.batch)
                 report.recall_events_pruned += pruned
                 if pruned < policy.batch:
                     break
-                if not await self._store.acquire_lease(LEASE_NAME, self.holder, time.time(), policy.lease_ttl_s):
-                    report.note = "lost the maintenance lease mid-run"
+                if not await self._renewed(report):
                     return False
         return True
 
