@@ -137,6 +137,18 @@ def test_people_get_a_table_scripts_get_json_and_quiet_gives_ids(live_server: Li
     assert cli_on_a_terminal(live_server, "forget", "--user", "uma").strip() == "erased 2 memories"
 
 
+def test_a_command_that_opens_the_embedded_index_says_the_server_holds_it(live_server: LiveServer) -> None:
+    # `keys` needs the record store only (SQLite takes several processes); `maintain` also opens
+    # the embedded vector index, which the running server has locked.
+    refused = cli(live_server, "maintain", check=False)
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr, refused.stderr
+    assert "is in use by another process" in refused.stderr, refused.stderr
+    assert "MEMSVC_MILVUS_URI" in refused.stderr
+    # The server is untouched: it still answers.
+    cli(live_server, "add", "--user", "vera", "Vera keeps bees")
+
+
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:
     created = cli(
         live_server, "keys", "create", "--tenant", "globex", "--environment", "production", "--permissions", "read"

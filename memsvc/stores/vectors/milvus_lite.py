@@ -24,9 +24,12 @@ from typing import Any, TypeVar
 
 from milvus_lite import CollectionSchema, DataType, FieldSchema, MilvusLite
 from milvus_lite.engine.collection import Collection
+from milvus_lite.exceptions import DataDirLockedError
 from pymilvus import CollectionSchema as ClientSchema
 from pymilvus.exceptions import MilvusException
 from pymilvus.milvus_client import IndexParams
+
+from memsvc.errors import FailedPrecondition
 
 T = TypeVar("T")
 _DEFAULT_PARTITION = "_default"
@@ -112,7 +115,18 @@ class EmbeddedMilvus:
 
     def __init__(self, data_dir: str) -> None:
         self._path = os.path.abspath(data_dir)
-        self._engine = _guarded(lambda: _ENGINES.acquire(self._path))
+        try:
+            self._engine = _guarded(lambda: _ENGINES.acquire(self._path))
+        except MilvusException as exc:
+            if not isinstance(exc.__cause__, DataDirLockedError):
+                raise
+            # The engine locks its directory for one process: most likely a running server, while
+            # an admin command (`memsvc maintain`) or a second server tries to open the same data.
+            raise FailedPrecondition(
+                f"the embedded vector index in {self._path} is in use by another process (a running "
+                "`memsvc serve` on this data directory?); Milvus Lite serves one process at a time: "
+                "stop that process first, or share a Milvus server between processes (MEMSVC_MILVUS_URI)"
+            ) from exc
         self._closed = False
 
     def _run(self, call: Callable[[MilvusLite], T]) -> T:
