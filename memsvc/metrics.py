@@ -22,6 +22,7 @@ from opentelemetry.sdk.resources import Resource
 
 from memsvc import __version__
 from memsvc.domain.models import Namespace
+from memsvc.errors import FailedPrecondition
 from memsvc.pipeline.jobs.periodic import PeriodicTask
 from memsvc.stores.caches.base import CachedResult, EmbeddingCache, ResultCache
 
@@ -158,7 +159,13 @@ class MetricsEndpoint:
             from prometheus_client import start_http_server
 
             host, port = split_listen(self._listen)
-            self._http, _ = start_http_server(port, host, registry=self._registry)
+            try:
+                self._http, _ = start_http_server(port, host, registry=self._registry)
+            except OSError as exc:
+                raise FailedPrecondition(
+                    f"cannot serve metrics on {self._listen}: {exc.strerror or exc}; choose another address with "
+                    "MEMSVC_METRICS_LISTEN (empty turns the endpoint off)"
+                ) from exc
             self.port = int(self._http.server_port)
             log.info("metrics on http://%s:%d/metrics", host, self.port)
         self._sampler.start(self._interval_s)

@@ -89,9 +89,16 @@ class MemoryServer:
 
     async def start(self, listen: str | None = None) -> int:
         address = listen or self._settings.listen
-        self.port = self.server.add_insecure_port(address)
+        try:
+            # grpcio returned 0 for an address it could not bind; it now raises RuntimeError.
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError:
+            self.port = 0
         if self.port == 0:
-            raise FailedPrecondition(f"cannot listen on {address}")
+            raise FailedPrecondition(
+                f"cannot listen on {address}: the address is in use (another `memsvc serve`?) or not on this "
+                "machine; choose another with MEMSVC_LISTEN"
+            )
         await self.server.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         self._readiness = asyncio.get_running_loop().create_task(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,35 @@ def test_a_command_that_opens_the_embedded_index_says_the_server_holds_it(live_s
     assert "MEMSVC_MILVUS_URI" in refused.stderr
     # The server is untouched: it still answers.
     cli(live_server, "add", "--user", "vera", "Vera keeps bees")
+
+
+def test_a_server_that_cannot_bind_its_ports_says_which_and_exits(live_server: LiveServer, tmp_path: Path) -> None:
+    def serve(**env: str) -> subprocess.CompletedProcess[str]:
+        settings = {"MEMSVC_DATA_DIR": str(tmp_path / "data"), "MEMSVC_METRICS_LISTEN": "", **env}
+        return subprocess.run(
+            [memsvc_executable(), "serve"],
+            env={**os.environ, **settings},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    taken = serve(MEMSVC_LISTEN=live_server.address)  # the live server's port
+    assert taken.returncode == 1
+    assert "Traceback" not in taken.stderr, taken.stderr
+    assert f"cannot listen on {live_server.address}" in taken.stderr
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        metrics = f"127.0.0.1:{holder.getsockname()[1]}"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free = f"127.0.0.1:{probe.getsockname()[1]}"
+        busy = serve(MEMSVC_LISTEN=free, MEMSVC_METRICS_LISTEN=metrics)
+    assert busy.returncode == 1
+    assert "Traceback" not in busy.stderr, busy.stderr
+    assert f"cannot serve metrics on {metrics}" in busy.stderr
 
 
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:
