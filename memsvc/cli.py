@@ -277,24 +277,37 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Read JSON Lines (docs/export-format.md) from stdin and import them for the user."""
+    from memsvc.api.client import memory_record
+    from memsvc.v1 import memory_pb2
+
     client = _client(args)
     totals = {"imported": 0, "skipped": 0}
-    batch: list[str] = []
+    batch: list[memory_pb2.MemoryRecord] = []
 
     def flush() -> None:
         if batch:
-            result = client.import_lines(args.user, batch)
+            result = client.import_records(args.user, batch)
             totals["imported"] += result["imported"]
             totals["skipped"] += result["skipped"]
             batch.clear()
 
-    for line in sys.stdin:
-        if line.strip():
-            batch.append(line)
+    def summary() -> str:
+        return f"imported {totals['imported']}, skipped {totals['skipped']} (imported before)"
+
+    for number, line in enumerate(sys.stdin, 1):
+        if not line.strip():
+            continue
+        try:
+            batch.append(memory_record(line))
+        except ValueError as exc:
+            # What came before the line goes in; a rerun after the fix skips it (imports are idempotent).
+            flush()
+            print(f"error: line {number} is not a memory record ({exc}); {summary()} before it", file=sys.stderr)
+            return 2
         if len(batch) >= args.batch:
             flush()
     flush()
-    print(f"imported {totals['imported']}, skipped {totals['skipped']} (imported before)", file=sys.stderr)
+    print(summary(), file=sys.stderr)
     return 0
 
 

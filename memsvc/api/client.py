@@ -17,6 +17,14 @@ from memsvc.v1 import (
 )
 
 
+def memory_record(line: str) -> memory_pb2.MemoryRecord:
+    """One line of the export format (docs/export-format.md); ValueError says why it is not one."""
+    try:
+        return json_format.Parse(line, memory_pb2.MemoryRecord(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ValueError(str(exc)) from exc
+
+
 class ClientError(Exception):
     """A failed call: the gRPC status code name and the server's message."""
 
@@ -88,8 +96,8 @@ class MemoryClient:
         except grpc.RpcError as exc:
             raise ClientError(exc.code().name, exc.details() or "") from exc
 
-    def import_lines(self, user_id: str, lines: Sequence[str]) -> dict[str, Any]:
-        records = [json_format.Parse(line, memory_pb2.MemoryRecord(), ignore_unknown_fields=True) for line in lines]
+    def import_records(self, user_id: str, records: Sequence[memory_pb2.MemoryRecord]) -> dict[str, Any]:
+        """Import records (lines of the export format read with `memory_record`)."""
         request = write_service_pb2.ImportMemoriesRequest(user_id=user_id, records=records)
         response = self._call(self.writes.ImportMemories, request)
         return {

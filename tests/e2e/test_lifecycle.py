@@ -502,3 +502,31 @@ def test_history_and_reasons_keep_no_plaintext_at_rest(server: RunningServer) ->
         data = path.read_bytes().lower()
         for canary in canaries:
             assert canary.lower().encode() not in data, f"{canary} in plain text in {path}"
+
+
+def test_an_import_stops_at_a_line_that_is_not_a_record_and_says_which(
+    server_factory: ServerFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = server_factory()
+    for text in ("Uri plays the cello", "Uri lives in Ghent", "Uri is vegetarian", "Uri cycles to work"):
+        add(source, "uri", text)
+    assert cli.main(["export", "--user", "uri", "--address", source.address, "--api-key", source.api_key]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(lines) == 4
+
+    target = server_factory()
+    args = ["import", "--user", "uri", "--address", target.address, "--api-key", target.api_key, "--batch", "2"]
+    broken = [*lines[:3], '{"memory": {"content": "cut off', lines[3]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(broken) + "\n"))
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "error: line 4 is not a memory record" in err
+    assert "Traceback" not in err
+    assert "imported 3, skipped 0 (imported before) before it" in err  # the lines before it went in
+    assert len(listing(target, "uri")) == 3
+
+    # Fixed, the same import completes and skips what the first run brought in.
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert cli.main(args) == 0
+    assert "imported 1, skipped 3" in capsys.readouterr().err
+    assert {m.content for m in listing(target, "uri")} == {m.content for m in listing(source, "uri")}
