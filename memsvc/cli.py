@@ -337,6 +337,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(module.run(args))
 
 
+def _permission_list(text: str) -> str:
+    """`--permissions`, checked while parsing: a typo is a usage error, not a traceback."""
+    names = [p.strip() for p in text.split(",")]
+    known = [p.value for p in Permission]
+    unknown = [p for p in names if p not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown permission {unknown[0]!r} (choose from {', '.join(known)})")
+    return ",".join(names)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memsvc", description="Long-term memory service for AI assistants.")
     parser.add_argument("--config", help="a dotenv-style settings file (MEMSVC_* keys)")
@@ -351,7 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--tenant", required=True)
     create.add_argument("--project", default="default")
     create.add_argument("--environment", default="development", choices=["development", "staging", "production"])
-    create.add_argument("--permissions", default="read,write", help="comma list of read, write, admin")
+    create.add_argument(
+        "--permissions", default="read,write", type=_permission_list, help="comma list of read, write, admin"
+    )
     create.add_argument("--ttl-days", type=float, default=0.0)
     create.add_argument("--description", default="")
     keys_sub.add_parser("list", help="list API keys")

@@ -194,6 +194,11 @@ def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None
     key_id = key.split("_")[1]
     cli(live_server, "keys", "revoke", key_id)
     assert "revoked" in cli(live_server, "keys", "list").stdout
+    typo = cli(live_server, "keys", "create", "--tenant", "globex", "--permissions", "read,wirte", check=False)
+    assert typo.returncode == 2  # a usage error, and no key made
+    assert "unknown permission 'wirte' (choose from read, write, admin)" in typo.stderr
+    assert "Traceback" not in typo.stderr
+    assert cli(live_server, "keys", "list").stdout.count("globex/") == 1
 
 
 def test_reflection_lists_the_services(live_server: LiveServer) -> None:
