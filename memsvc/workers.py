@@ -25,6 +25,7 @@ from types import FrameType
 from memsvc import eventloop
 from memsvc.bootstrap import bootstrap_dev_key, dev_key_banner, local_secrets
 from memsvc.config import Settings
+from memsvc.errors import MemsvcError
 from memsvc.keys import ApiKeys
 from memsvc.metrics import split_listen
 
@@ -87,7 +88,13 @@ def serve_worker(settings: Settings, index: int) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker-{index} %(name)s: %(message)s")
     for chatty in ("milvus_lite", "faiss"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
-    eventloop.run(run_server(settings, worker=index))
+    try:
+        eventloop.run(run_server(settings, worker=index))
+    except MemsvcError as exc:
+        # A worker that cannot start (its Milvus server down, its port taken) says why in one
+        # line; the supervisor restarts it after a growing pause.
+        log.error("worker %d cannot start: %s", index, exc.message)
+        raise SystemExit(1) from exc
 
 
 @dataclass

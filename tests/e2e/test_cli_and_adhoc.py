@@ -150,17 +150,28 @@ def test_a_command_that_opens_the_embedded_index_says_the_server_holds_it(live_s
     cli(live_server, "add", "--user", "vera", "Vera keeps bees")
 
 
+def serve_until_it_exits(data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`memsvc serve` expected to refuse to start."""
+    settings = {"MEMSVC_DATA_DIR": str(data_dir), "MEMSVC_METRICS_LISTEN": "", **env}
+    return subprocess.run(
+        [memsvc_executable(), "serve"],
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def free_address() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
 def test_a_server_that_cannot_bind_its_ports_says_which_and_exits(live_server: LiveServer, tmp_path: Path) -> None:
     def serve(**env: str) -> subprocess.CompletedProcess[str]:
-        settings = {"MEMSVC_DATA_DIR": str(tmp_path / "data"), "MEMSVC_METRICS_LISTEN": "", **env}
-        return subprocess.run(
-            [memsvc_executable(), "serve"],
-            env={**os.environ, **settings},
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        return serve_until_it_exits(tmp_path / "data", **env)
 
     taken = serve(MEMSVC_LISTEN=live_server.address)  # the live server's port
     assert taken.returncode == 1
@@ -170,13 +181,20 @@ def test_a_server_that_cannot_bind_its_ports_says_which_and_exits(live_server: L
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         metrics = f"127.0.0.1:{holder.getsockname()[1]}"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            free = f"127.0.0.1:{probe.getsockname()[1]}"
-        busy = serve(MEMSVC_LISTEN=free, MEMSVC_METRICS_LISTEN=metrics)
+        busy = serve(MEMSVC_LISTEN=free_address(), MEMSVC_METRICS_LISTEN=metrics)
     assert busy.returncode == 1
     assert "Traceback" not in busy.stderr, busy.stderr
     assert f"cannot serve metrics on {metrics}" in busy.stderr
+
+
+def test_a_server_whose_milvus_server_does_not_answer_says_so_and_exits(tmp_path: Path) -> None:
+    closed = free_address()  # nothing listens there
+    down = serve_until_it_exits(
+        tmp_path / "data", MEMSVC_LISTEN=free_address(), MEMSVC_MILVUS_URI=f"http://{closed}", MEMSVC_WORKERS="1"
+    )
+    assert down.returncode == 1
+    assert "Traceback" not in down.stderr, down.stderr
+    assert f"the Milvus server at http://{closed} does not answer" in down.stderr
 
 
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:

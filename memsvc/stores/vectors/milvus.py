@@ -820,4 +820,11 @@ def connect_milvus(
         kwargs["secure"] = True
     if server_name:
         kwargs["server_name"] = server_name
-    return MilvusClient(uri=uri, **kwargs)
+    try:
+        return MilvusClient(uri=uri, **kwargs)
+    except MilvusException as exc:  # the client connects as it is made
+        raise Unavailable(
+            f"the Milvus server at {uri} does not answer ({exc.message}); start it, or check MEMSVC_MILVUS_URI "
+            "and its token and TLS settings",
+            retry_after_s=1.0,
+        ) from exc
