@@ -337,6 +337,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(module.run(args))
 
 
+def _settings_file(text: str) -> str:
+    """`--config`: the settings library skips a file it cannot find, and a typo would run on defaults."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no settings file {text!r}")
+    return text
+
+
 def _permission_list(text: str) -> str:
     """`--permissions`, checked while parsing: a typo is a usage error, not a traceback."""
     names = [p.strip() for p in text.split(",")]
@@ -349,7 +356,7 @@ def _permission_list(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memsvc", description="Long-term memory service for AI assistants.")
-    parser.add_argument("--config", help="a dotenv-style settings file (MEMSVC_* keys)")
+    parser.add_argument("--config", type=_settings_file, help="a dotenv-style settings file (MEMSVC_* keys)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("serve", help="run the gRPC server").set_defaults(func=cmd_serve)

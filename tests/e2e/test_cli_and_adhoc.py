@@ -197,6 +197,28 @@ def test_a_server_whose_milvus_server_does_not_answer_says_so_and_exits(tmp_path
     assert f"the Milvus server at http://{closed} does not answer" in down.stderr
 
 
+def test_a_settings_file_points_the_cli_at_the_server_and_a_missing_one_is_an_error(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    settings = tmp_path / "memsvc.env"
+    settings.write_text(f"MEMSVC_LISTEN={live_server.address}\nMEMSVC_DATA_DIR={live_server.data_dir}\n")
+    # Neither the address nor the data directory (where the development key is) in the environment.
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMSVC_ADDRESS", "MEMSVC_DATA_DIR", "MEMSVC_LISTEN")}
+
+    def memsvc(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [memsvc_executable(), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    added = memsvc("--config", str(settings), "add", "--user", "wren", "Wren grows tomatoes")
+    assert added.returncode == 0, added.stderr
+    found = memsvc("--config", str(settings), "query", "--user", "wren", "what does wren grow?")
+    assert "Wren grows tomatoes" in found.stdout
+    missing = memsvc("--config", str(tmp_path / "memsvc.nev"), "query", "--user", "wren", "tomatoes")
+    assert missing.returncode == 2
+    assert "no settings file" in missing.stderr
+
+
 def test_keys_create_makes_a_working_scoped_key(live_server: LiveServer) -> None:
     created = cli(
         live_server, "keys", "create", "--tenant", "globex", "--environment", "production", "--permissions", "read"
