@@ -14,6 +14,7 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from tests.e2e.processes import free_port
 from tests.live_server import ROOT, LiveServer, log_tail, memsvc_executable
 
 pytestmark = pytest.mark.e2e
@@ -163,12 +164,6 @@ def serve_until_it_exits(data_dir: Path, **env: str) -> subprocess.CompletedProc
     )
 
 
-def free_address() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
-
-
 def test_a_server_that_cannot_bind_its_ports_says_which_and_exits(live_server: LiveServer, tmp_path: Path) -> None:
     def serve(**env: str) -> subprocess.CompletedProcess[str]:
         return serve_until_it_exits(tmp_path / "data", **env)
@@ -181,16 +176,19 @@ def test_a_server_that_cannot_bind_its_ports_says_which_and_exits(live_server: L
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         metrics = f"127.0.0.1:{holder.getsockname()[1]}"
-        busy = serve(MEMSVC_LISTEN=free_address(), MEMSVC_METRICS_LISTEN=metrics)
+        busy = serve(MEMSVC_LISTEN=f"127.0.0.1:{free_port()}", MEMSVC_METRICS_LISTEN=metrics)
     assert busy.returncode == 1
     assert "Traceback" not in busy.stderr, busy.stderr
     assert f"cannot serve metrics on {metrics}" in busy.stderr
 
 
 def test_a_server_whose_milvus_server_does_not_answer_says_so_and_exits(tmp_path: Path) -> None:
-    closed = free_address()  # nothing listens there
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there
     down = serve_until_it_exits(
-        tmp_path / "data", MEMSVC_LISTEN=free_address(), MEMSVC_MILVUS_URI=f"http://{closed}", MEMSVC_WORKERS="1"
+        tmp_path / "data",
+        MEMSVC_LISTEN=f"127.0.0.1:{free_port()}",
+        MEMSVC_MILVUS_URI=f"http://{closed}",
+        MEMSVC_WORKERS="1",
     )
     assert down.returncode == 1
     assert "Traceback" not in down.stderr, down.stderr

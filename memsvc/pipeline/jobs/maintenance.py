@@ -209,9 +209,10 @@ class Maintenance:
 
     def _stopping(self, report: MaintenanceReport) -> bool:
         """Whether the server is shutting down (noted in the report): the pass stops there."""
-        if self._periodic.stopping:
+        stopping = self._periodic.stopping
+        if stopping:
             report.note = "stopped by shutdown before the end of the pass"
-        return self._periodic.stopping
+        return stopping
 
     async def _renewed(self, report: MaintenanceReport) -> bool:
         """Renew the lease between batches; a holder that lost it stops (noted in the report)."""
