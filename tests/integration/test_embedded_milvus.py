@@ -82,6 +82,44 @@ def test_in_process_calls_match_the_local_server_on_the_same_files(tmp_path: Pat
         server_manager_instance.release_server(path)
 
 
+def test_a_search_for_ids_finds_what_the_engines_own_search_finds(tmp_path: Path) -> None:
+    """The id-only search skips the engine's materialisation of hits; the hits must not change.
+
+    The collection has what a search must reconcile: several sealed segments per partition, rows
+    still in the memtable, rows deleted in either, and rows written again (a newer version of an id).
+    """
+    client = EmbeddedMilvus(str(tmp_path / "milvus.db"))
+    try:
+        _create(client)
+        for batch in range(3):
+            client.upsert("c", _rows("alice", 30, 10 + batch), partition_name="alice")  # ids rewritten
+            client.upsert("c", [dict(r, id=f"b{batch}-{r['id']}") for r in _rows("bob", 30, 20 + batch)], "bob")
+            client.flush("c")
+        client.upsert("c", [dict(r, id=f"late-{r['id']}") for r in _rows("alice", 12, 30)], partition_name="alice")
+        client.delete("c", ids=["alice-2", "alice-3", "late-alice-5"], partition_name="alice")
+        queries = np.random.default_rng(40).standard_normal((12, DIM)).astype(np.float32).tolist()
+        collection = client._engine.db.get_collection("c")
+        for k, query in enumerate(queries):
+            partition = ["alice"] if k % 3 else ["bob"]
+            expression = '(status == "active")' if k % 2 else ""
+            fast = client.search(
+                "c", data=[query], limit=7, filter=expression, output_fields=["id"],
+                search_params={"metric_type": "COSINE"}, partition_names=partition,
+            )  # fmt: skip
+            engine = collection.search(
+                query_vectors=[query], top_k=7, metric_type="COSINE", partition_names=partition,
+                expr=expression or None, output_fields=["id"],
+            )  # fmt: skip
+            assert [(h["id"], h["distance"]) for h in fast[0]] == [(h["id"], h["distance"]) for h in engine[0]]
+            assert len(fast[0]) == 7
+            assert not {"alice-2", "alice-3", "late-alice-5"} & {h["id"] for h in fast[0]}
+        cosine = {"metric_type": "COSINE"}
+        both = client.search("c", data=queries[:2], limit=3, output_fields=["id"], search_params=cosine)
+        assert [len(hits) for hits in both] == [3, 3], "several query vectors at once"
+    finally:
+        client.close()
+
+
 def test_clients_of_one_directory_share_its_engine_until_the_last_closes(tmp_path: Path) -> None:
     path = str(tmp_path / "milvus.db")
     first, second = EmbeddedMilvus(path), EmbeddedMilvus(path)  # the directory lock would refuse two engines
