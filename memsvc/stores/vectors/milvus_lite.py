@@ -114,9 +114,12 @@ def _search_ids(
     compiled = collection._compile_filter(expression) if expression else None
     segments, tombstones = collection._read_snapshot()
     pk = collection.pk_field
+    # The engine walks every segment of the collection on each search; a user's partition holds
+    # a few of them, so the others are left out here, before any is wrapped.
+    wanted = set(partitions) if partitions else None
     results = execute_search_with_index(
         query_vectors=np.asarray(vectors, dtype=np.float32),
-        segments=[_IdsOnlySegment(s, pk) for s in segments],
+        segments=[_IdsOnlySegment(s, pk) for s in segments if wanted is None or s.partition in wanted],
         memtable=collection._memtable,
         delta_index=tombstones,
         top_k=limit,
