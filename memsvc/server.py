@@ -50,6 +50,7 @@ from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write.conversation import ConversationPath
 from memsvc.pipeline.write.extraction_llm import build_extractor
+from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.path import WritePath
 from memsvc.pipeline.write.review import ContradictionDetector, RuleDetector, WriteReview
 from memsvc.pipeline.write.summary import ExtractiveSummarizer
@@ -280,6 +281,7 @@ async def build_components(
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)
     changes = NamespaceChanges(result_cache)
+    claims = ClaimCache()  # one parse per text across importance, repeats and contradictions
     writes = WritePath(
         store=store,
         embedder=embedder,
@@ -291,11 +293,13 @@ async def build_components(
             store=store,
             index=index,
             codec=codec,
-            detector=build_contradiction_detector(settings),
+            detector=build_contradiction_detector(settings, claims),
             duplicate_similarity=settings.duplicate_similarity,
             contradiction_similarity=settings.contradiction_similarity,
             candidates=settings.contradiction_candidates,
+            claims=claims,
         ),
+        claims=claims,
     )
     conversations = ConversationPath(
         writes=writes,
@@ -368,13 +372,13 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy:
     )
 
 
-def build_contradiction_detector(settings: Settings) -> ContradictionDetector:
+def build_contradiction_detector(settings: Settings, claims: ClaimCache) -> ContradictionDetector:
     """The LLM judges contradictions when an endpoint is configured; rules otherwise (and as fallback)."""
     if not settings.llm_base_url:
-        return RuleDetector()
+        return RuleDetector(claims)
     from memsvc.pipeline.write.review_llm import llm_detector
 
-    return llm_detector(settings)
+    return llm_detector(settings, claims)
 
 
 class Service:

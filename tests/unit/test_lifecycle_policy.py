@@ -111,21 +111,21 @@ def test_importance_rises_for_health_and_personal_facts_and_says_why() -> None:
     assert estimate_importance("ok thanks", Role.USER, MemoryKind.FACT).reason == "small talk"
 
 
-def test_the_rule_detector_parses_each_text_once_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsvc.pipeline.write import review as lifecycle
+def test_the_claim_cache_parses_each_text_once_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsvc.pipeline.write import facts
 
     parsed: list[str] = []
-    real = lifecycle.extract_claims
+    real = facts.extract_claims
 
     def counting(text: str) -> Any:
         parsed.append(text)
         return real(text)
 
-    monkeypatch.setattr(lifecycle, "extract_claims", counting)
-    detector = lifecycle.RuleDetector(cache_entries=2)
-    assert detector.claims("I live in Lisbon") == detector.claims("I live in Lisbon")
+    monkeypatch.setattr(facts, "extract_claims", counting)
+    claims = facts.ClaimCache(entries=2)
+    assert claims("I live in Lisbon") == claims("I live in Lisbon") == tuple(real("I live in Lisbon"))
     assert parsed == ["I live in Lisbon"]
-    detector.claims("I live in Porto")
-    detector.claims("I live in Faro")  # evicts the least recently used text
-    detector.claims("I live in Lisbon")
+    claims("I live in Porto")
+    claims("I live in Faro")  # evicts the least recently used text
+    claims("I live in Lisbon")
     assert parsed == ["I live in Lisbon", "I live in Porto", "I live in Faro", "I live in Lisbon"]

@@ -19,6 +19,8 @@ from memsvc.memories.changes import NamespaceChanges
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.validation import Limits
+from memsvc.pipeline.write import facts
+from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.path import AddResult, WriteOutcome, WritePath
 from memsvc.pipeline.write.review import RuleDetector, WriteReview
 from tests.fakes import FakeRecordStore, FakeVectorIndex, HashEmbedder, codec_over
@@ -63,6 +65,7 @@ def walk() -> Walk:
     codec.open = counting_open  # type: ignore[method-assign]
     changes = RecordingChanges()
     embedder = HashEmbedder()
+    claims = ClaimCache()  # shared as memsvc/server.py shares it
     writes = WritePath(
         store=store,  # type: ignore[arg-type]
         embedder=embedder,
@@ -70,7 +73,8 @@ def walk() -> Walk:
         indexer=Indexer(store, index, embedder, None),  # type: ignore[arg-type]
         changes=changes,
         limits=Limits.from_settings(Settings()),
-        review=WriteReview(store=store, index=index, codec=codec, detector=RuleDetector()),  # type: ignore[arg-type]
+        review=WriteReview(store=store, index=index, codec=codec, detector=RuleDetector(claims), claims=claims),  # type: ignore[arg-type]
+        claims=claims,
     )
     return Walk(store, index, codec, changes, writes, opened)
 
@@ -93,6 +97,24 @@ def test_new_memories_are_stored_indexed_and_never_decrypted_after_sealing(walk:
     stored = asyncio.run(walk.codec.open(rows[results[1].memory.id]))
     assert stored.content == "My sister Ana lives in Lisbon"
     assert len(walk.changes.changed_namespaces) == 1
+
+
+def test_a_write_parses_each_text_for_claims_once(walk: Walk, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importance, the repeat check and the contradiction check all read a text's claims."""
+    parsed: list[str] = []
+    real = facts._sentence_claims
+
+    def counting(sentence: str) -> Any:
+        parsed.append(sentence)
+        return real(sentence)
+
+    monkeypatch.setattr(facts, "_sentence_claims", counting)  # under every way in to the parser
+    walk.add("I live in Lisbon")
+    repeat, moved = walk.add("I live in Lisbon", "I live in Porto")
+
+    assert repeat.outcome is WriteOutcome.CONFIRMED_EXISTING
+    assert moved.superseded_ids == (repeat.memory.id,)
+    assert sorted(parsed) == ["I live in Lisbon", "I live in Porto"]
 
 
 def test_a_repeat_within_one_call_confirms_the_first_item(walk: Walk) -> None:

@@ -43,6 +43,7 @@ from memsvc.pipeline.validation import (
     validate_changes,
     validate_new_memories,
 )
+from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.keys import summary_key
 from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, superseded_changes
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
@@ -116,7 +117,9 @@ class WritePath:
         changes: NamespaceChanges,
         limits: Limits,
         review: WriteReview | None = None,
+        claims: ClaimCache | None = None,
     ) -> None:
+        self._claims = claims or ClaimCache()
         self._store = store
         self._embedder = embedder
         self._codec = codec
@@ -317,7 +320,7 @@ class WritePath:
         if item.importance is not None:
             importance, importance_reason = item.importance, "set by the caller"
         else:
-            estimate = estimate_importance(item.content, item.role, item.kind)
+            estimate = estimate_importance(item.content, item.role, item.kind, self._claims)
             importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
         quality = estimate_quality(item.content)
         reasons = {

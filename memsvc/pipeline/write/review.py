@@ -10,7 +10,6 @@ is configured (falling back to the rules when it cannot answer).
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +27,7 @@ from memsvc.domain.models import (
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
-from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict, is_duplicate
+from memsvc.pipeline.write.facts import ClaimCache, find_conflict, is_duplicate
 from memsvc.pipeline.write.keys import is_turn_key
 from memsvc.stores.records.base import MemoryRecords
 from memsvc.stores.vectors.base import VectorIndex
@@ -62,34 +61,22 @@ class RuleDetector:
     """Offline: subject/attribute/value claims extracted by rules (memsvc/pipeline/facts.py).
 
     A write call compares each new statement with its nearest stored memories and with the
-    call's earlier items, so the same texts come back many times: their claims are kept in a
-    small LRU (by content) instead of being parsed again each time.
+    call's earlier items, so the same texts come back many times: their claims come from the
+    write path's `ClaimCache`.
     """
 
-    def __init__(self, cache_entries: int = 4096) -> None:
-        self._claims: OrderedDict[str, tuple[Claim, ...]] = OrderedDict()
-        self._cache_entries = cache_entries
-
-    def claims(self, text: str) -> tuple[Claim, ...]:
-        found = self._claims.get(text)
-        if found is None:
-            found = tuple(extract_claims(text))
-            self._claims[text] = found
-            if len(self._claims) > self._cache_entries:
-                self._claims.popitem(last=False)
-        else:
-            self._claims.move_to_end(text)
-        return found
+    def __init__(self, claims: ClaimCache | None = None) -> None:
+        self._claims = claims or ClaimCache()
 
     async def contradicted(
         self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
     ) -> list[Contradiction]:
-        new_claims = self.claims(new_content)
+        new_claims = self._claims(new_content)
         if not new_claims:
             return []
         out: list[Contradiction] = []
         for candidate in candidates:
-            conflict = find_conflict(self.claims(candidate.content), new_claims)
+            conflict = find_conflict(self._claims(candidate.content), new_claims)
             if conflict is not None:
                 out.append(Contradiction(candidate, conflict.describe()))
         return out
@@ -165,7 +152,9 @@ class WriteReview:
         duplicate_similarity: float = 0.92,
         contradiction_similarity: float = 0.2,
         candidates: int = 8,
+        claims: ClaimCache | None = None,
     ) -> None:
+        self._claims = claims or ClaimCache()
         self._store = store
         self._index = index
         self._codec = codec
@@ -214,7 +203,7 @@ class WriteReview:
     ) -> Review:
         """A duplicate among the nearest memories (most similar first), else their contradictions."""
         for memory, similarity in near:
-            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity):
+            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity, self._claims):
                 reason = (
                     f"repeats memory {memory.id}{where} (cosine similarity {similarity:.3f}, same content "
                     "terms); its confirmation count was raised instead of storing a copy"

@@ -8,6 +8,7 @@ from memsvc.config import Settings
 from memsvc.deadline import Deadline
 from memsvc.llm.client import Llm, OpenAIChatModel
 from memsvc.llm.usage import LlmUsage
+from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.review import LlmDetector, RuleDetector
 
 
@@ -24,7 +25,7 @@ class _Ask:
         return await self._llm.ask(prompt, usage, deadline, lambda parsed: parsed, **cast(dict[str, Any], values))
 
 
-def llm_detector(settings: Settings) -> LlmDetector:
+def llm_detector(settings: Settings, claims: ClaimCache) -> LlmDetector:
     model = OpenAIChatModel(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value(),
@@ -33,4 +34,4 @@ def llm_detector(settings: Settings) -> LlmDetector:
         # Judging contradictions wants the same answer every time.
         temperature=0.0,
     )
-    return LlmDetector(_Ask(Llm(model, settings.llm_timeout_s)), fallback=RuleDetector())
+    return LlmDetector(_Ask(Llm(model, settings.llm_timeout_s)), fallback=RuleDetector(claims))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memsvc.domain.models import MemoryKind, Role
-from memsvc.pipeline.write.facts import category, extract_claims
+from memsvc.pipeline.write.facts import Claim, category, extract_claims
 
 _SMALL_TALK = re.compile(
     r"^\s*(hi|hey|hello|thanks|thank you|ok|okay|cool|nice|great|bye|good (morning|night|evening)|lol|sure)\b[\s!.?]*$",
@@ -47,7 +48,9 @@ class Estimate:
     reason: str
 
 
-def estimate_importance(content: str, role: Role, kind: MemoryKind) -> Estimate:
+def estimate_importance(
+    content: str, role: Role, kind: MemoryKind, claims: Callable[[str], Sequence[Claim]] = extract_claims
+) -> Estimate:
     """Explicit preferences, decisions, commitments and recommendations high; small talk low."""
     if _SMALL_TALK.match(content) or len(content.strip()) < 12:
         return Estimate(0.2, "small talk")
@@ -67,7 +70,7 @@ def estimate_importance(content: str, role: Role, kind: MemoryKind) -> Estimate:
         value += 0.2
         reasons.append("health or safety")
     # Attribute kinds only: reasons are stored in plain text and must not quote the memory.
-    personal = sorted({category(c.attribute) for c in extract_claims(content) if c.subject == "user"})
+    personal = sorted({category(c.attribute) for c in claims(content) if c.subject == "user"})
     if personal:
         value += 0.05
         reasons.append(f"a personal fact ({', '.join(personal[:2])})")
