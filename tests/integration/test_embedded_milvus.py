@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,40 +83,53 @@ def test_in_process_calls_match_the_local_server_on_the_same_files(tmp_path: Pat
         server_manager_instance.release_server(path)
 
 
-def test_a_search_for_ids_finds_what_the_engines_own_search_finds(tmp_path: Path) -> None:
-    """The id-only search skips the engine's materialisation of hits; the hits must not change.
-
-    The collection has what a search must reconcile: several sealed segments per partition, rows
-    still in the memtable, rows deleted in either, and rows written again (a newer version of an id).
-    """
-    client = EmbeddedMilvus(str(tmp_path / "milvus.db"))
-    try:
-        _create(client)
-        for batch in range(3):
-            client.upsert("c", _rows("alice", 30, 10 + batch), partition_name="alice")  # ids rewritten
-            client.upsert("c", [dict(r, id=f"b{batch}-{r['id']}") for r in _rows("bob", 30, 20 + batch)], "bob")
-            client.flush("c")
-        client.upsert("c", [dict(r, id=f"late-{r['id']}") for r in _rows("alice", 12, 30)], partition_name="alice")
-        client.delete("c", ids=["alice-2", "alice-3", "late-alice-5"], partition_name="alice")
-        queries = np.random.default_rng(40).standard_normal((12, DIM)).astype(np.float32).tolist()
-        collection = client._engine.db.get_collection("c")
-        for k, query in enumerate(queries):
-            partition = ["alice"] if k % 3 else ["bob"]
-            expression = '(status == "active")' if k % 2 else ""
+def _compare_searches(client: EmbeddedMilvus, rng: np.random.Generator, partitions: list[str]) -> int:
+    """The id-only search against the engine's own, for random queries; returns the hits compared."""
+    collection = client._engine.db.get_collection("c")
+    compared = 0
+    for partition in [*partitions, None]:
+        for expression in ("", '(status == "active")'):
+            queries = rng.standard_normal((2, DIM)).astype(np.float32).tolist()
+            names = [partition] if partition else None
             fast = client.search(
-                "c", data=[query], limit=7, filter=expression, output_fields=["id"],
-                search_params={"metric_type": "COSINE"}, partition_names=partition,
+                "c", data=queries, limit=7, filter=expression, output_fields=["id"],
+                search_params={"metric_type": "COSINE"}, partition_names=names,
             )  # fmt: skip
             engine = collection.search(
-                query_vectors=[query], top_k=7, metric_type="COSINE", partition_names=partition,
+                query_vectors=queries, top_k=7, metric_type="COSINE", partition_names=names,
                 expr=expression or None, output_fields=["id"],
             )  # fmt: skip
-            assert [(h["id"], h["distance"]) for h in fast[0]] == [(h["id"], h["distance"]) for h in engine[0]]
-            assert len(fast[0]) == 7
-            assert not {"alice-2", "alice-3", "late-alice-5"} & {h["id"] for h in fast[0]}
-        cosine = {"metric_type": "COSINE"}
-        both = client.search("c", data=queries[:2], limit=3, output_fields=["id"], search_params=cosine)
-        assert [len(hits) for hits in both] == [3, 3], "several query vectors at once"
+            for mine, theirs in zip(fast, engine, strict=True):
+                assert [(h["id"], h["distance"]) for h in mine] == [(h["id"], h["distance"]) for h in theirs]
+                compared += len(mine)
+    return compared
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_search_for_ids_finds_what_the_engines_own_search_finds(tmp_path: Path, seed: int) -> None:
+    """The id-only search finds an id's latest version and drops deleted rows its own way; the
+    hits must be the engine's. Random writes over a small set of ids, so that ids are written
+    again in other segments and in the memtable, deleted before and after a flush, and written
+    again after a delete; compared after every step."""
+    rng = np.random.default_rng(seed)
+    client = EmbeddedMilvus(str(tmp_path / "milvus.db"))
+    compared = 0
+    try:
+        _create(client)
+        for _ in range(30):
+            owner = str(rng.choice(["alice", "bob"]))
+            step = rng.integers(0, 10)
+            if step < 6:
+                ids = sorted({int(i) for i in rng.integers(0, 40, size=int(rng.integers(1, 12)))})
+                rows = _rows(owner, 40, int(rng.integers(0, 1_000_000)))
+                client.upsert("c", [rows[i] for i in ids], partition_name=owner)
+            elif step < 8:
+                ids = [f"{owner}-{int(i)}" for i in rng.integers(0, 40, size=3)]
+                client.delete("c", ids=ids, partition_name=owner)
+            else:
+                client.flush("c")
+            compared += _compare_searches(client, rng, ["alice", "bob"])
+        assert compared > 500
     finally:
         client.close()
 
@@ -149,5 +163,8 @@ def test_engine_errors_surface_as_milvus_exceptions(tmp_path: Path) -> None:
             client.create_partition("c", "alice")  # exists already
         with pytest.raises(MilvusException):
             client.search("c", data=[[0.0] * DIM], limit=1, filter="status === 1")
+        ids_only: dict[str, Any] = {"output_fields": ["id"], "search_params": {"metric_type": "COSINE"}}
+        with pytest.raises(MilvusException):  # the same through the id-only search
+            client.search("c", data=[[0.0] * DIM], limit=1, filter="status === 1", **ids_only)
     finally:
         client.close()

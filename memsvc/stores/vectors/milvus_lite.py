@@ -8,6 +8,9 @@ that way, 4.2 ms and 4.8 ms CPU calling the engine (`milvus_lite.MilvusLite`, it
 Python API) directly, with identical hits. The engine and its files are the same either way;
 only the hop is gone.
 
+A search for ids alone (every search memsvc makes) runs on the engine's snapshot and indexes
+but not through its search function, whose per-row Python cost most of the time (`_search_ids`).
+
 `EmbeddedMilvus` accepts the subset of `MilvusClient` calls `MilvusVectorIndex` makes, with
 the same arguments and result shapes, so the index code serves both a Milvus server and this.
 Failures surface as `MilvusException`, as they would through pymilvus. Calls take no timeout:
@@ -16,6 +19,7 @@ there is no network to hang on, and the engine runs on the caller's thread.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -23,11 +27,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from milvus_lite import CollectionSchema, DataType, FieldSchema, MilvusLite
 from milvus_lite.engine.collection import Collection
 from milvus_lite.exceptions import DataDirLockedError
-from milvus_lite.search.executor_indexed import execute_search_with_index
-from milvus_lite.storage.segment import Segment
+from milvus_lite.index.brute_force import BruteForceIndex
+from milvus_lite.search.filter import evaluate_mask
+from milvus_lite.search.indexed_filter import evaluate_segment_filter
 from pymilvus import CollectionSchema as ClientSchema
 from pymilvus.exceptions import MilvusException
 from pymilvus.milvus_client import IndexParams
@@ -72,28 +78,6 @@ def _guarded(call: Callable[[], T]) -> T:
         raise MilvusException(message=f"{type(exc).__name__}: {exc}") from exc
 
 
-class _IdsOnlySegment:
-    """A sealed segment whose search hits are built from its primary keys alone.
-
-    Milvus Lite 3.2 builds every field of every hit, one pyarrow call per cell (about 32 us a
-    hit, 12 of them the vector), whatever `output_fields` asks for, and drops them afterwards:
-    50 hits cost 2 of the 5.5 ms a search took on a 1,000-memory partition. Everything else the
-    engine does with the segment (masks, tombstones, the index) goes to the segment itself.
-    """
-
-    __slots__ = ("_pk", "_segment")
-
-    def __init__(self, segment: Segment, pk: str) -> None:
-        self._segment = segment
-        self._pk = pk
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._segment, name)
-
-    def row_to_dict(self, row: int) -> dict[str, Any]:
-        return {self._pk: self._segment.pks[row]}
-
-
 def _search_ids(
     collection: Collection,
     vectors: Sequence[Sequence[float]],
@@ -101,39 +85,79 @@ def _search_ids(
     expression: str,
     partitions: list[str] | None,
     params: dict[str, Any] | None,
-) -> list[list[dict[str, Any]]]:
-    """`Collection.search` of a dense COSINE field for ids and distances only.
+) -> list[list[dict[str, Any]]] | None:
+    """`Collection.search` of a dense COSINE field for ids and distances only, or None where the
+    engine's own search must answer (a source holding an id twice).
 
-    The same steps in the same order as the engine's own dense search (version 3.2), with the
-    segments wrapped so that no hit is materialised; tests/integration/test_embedded_milvus.py
-    checks both give the same hits.
+    The engine's search (version 3.2) costs memsvc most of its time in Python, per row of the
+    partition and per hit: it walks every row twice to find each id's latest version and its
+    tombstones, and builds the whole row of every hit (the vector included) whatever
+    `output_fields` asks for. On a 1,000-memory partition that was 4 of its 5.5 ms; on 10,000,
+    20 ms. This takes the same snapshot, filter masks and per-segment indexes, and finds the
+    rows that are not the latest version of their id, or are deleted, by intersecting the
+    sources' id sets (each a dict the engine keeps) instead of walking every row.
+    tests/integration/test_embedded_milvus.py checks it against `Collection.search`.
     """
     collection._require_loaded()
     field = collection._resolve_anns_field(None)
     metric = collection.resolve_search_metric(field, "COSINE")
     compiled = collection._compile_filter(expression) if expression else None
+    plan = collection._indexed_filter_plan(compiled)
     segments, tombstones = collection._read_snapshot()
-    pk = collection.pk_field
-    # The engine walks every segment of the collection on each search; a user's partition holds
-    # a few of them, so the others are left out here, before any is wrapped.
+    memtable = collection._memtable
     wanted = set(partitions) if partitions else None
-    results = execute_search_with_index(
-        query_vectors=np.asarray(vectors, dtype=np.float32),
-        segments=[_IdsOnlySegment(s, pk) for s in segments if wanted is None or s.partition in wanted],
-        memtable=collection._memtable,
-        delta_index=tombstones,
-        top_k=limit,
-        metric_type=metric,
-        pk_field=pk,
-        vector_field=field,
-        partition_names=partitions,
-        compiled_filter=compiled,
-        output_fields=[pk],
-        indexed_filter_plan=collection._indexed_filter_plan(compiled),
-        search_params=params,
+    sealed = [s for s in segments if s.num_rows > 0 and (wanted is None or s.partition in wanted)]
+    mt_pks, mt_seqs, mt_vectors, _, mt_table = memtable.to_search_snapshot(
+        vector_field=field, partition_names=partitions, include_table=compiled is not None
     )
-    # The engine's distances are smaller-is-better; Milvus reports COSINE as similarity.
-    return [[{"id": hit["id"], "distance": 1.0 - hit["distance"]} for hit in hits] for hits in results]
+    rows_of: list[dict[Any, int]] = [s.pk_to_row for s in sealed] + [{pk: i for i, pk in enumerate(mt_pks)}]
+    seqs: list[npt.NDArray[Any]] = [s.seqs for s in sealed] + [mt_seqs]
+    pks: list[Sequence[Any]] = [s.pks for s in sealed] + [mt_pks]
+    if any(len(rows) != len(ids) for rows, ids in zip(rows_of, pks, strict=True)):
+        return None
+    valid = [np.ones(len(ids), dtype=bool) for ids in pks]
+    # A row counts only as its id's latest version (upserts leave older ones in other sources).
+    for a, b in itertools.combinations(range(len(pks)), 2):
+        for pk in rows_of[a].keys() & rows_of[b].keys():
+            row_a, row_b = rows_of[a][pk], rows_of[b][pk]
+            if seqs[a][row_a] < seqs[b][row_b]:
+                valid[a][row_a] = False
+            elif seqs[b][row_b] < seqs[a][row_a]:
+                valid[b][row_b] = False
+    # ... and only if no delete came after it: flushed tombstones, then the memtable's own.
+    deleted = tombstones._map
+    pending = {pk: entry[0] for pk, entry in memtable.delete_index_snapshot().items()}
+    for source, rows in enumerate(rows_of):
+        for deletes in (deleted, pending):
+            for pk in deletes.keys() & rows.keys():
+                if deletes[pk] > seqs[source][rows[pk]]:
+                    valid[source][rows[pk]] = False
+    queries = np.asarray(vectors, dtype=np.float32)
+    found: list[list[tuple[float, int, int]]] = [[] for _ in range(len(queries))]
+    for source, mask in enumerate(valid):
+        if source < len(sealed):
+            segment = sealed[source]
+            source_vectors, present = segment.vector_data(field)
+            matches = evaluate_segment_filter(segment, compiled, plan) if compiled is not None else None
+            index = segment.indexes.get(field)
+        else:
+            source_vectors, present, index = mt_vectors, None, None
+            matches = evaluate_mask(compiled, mt_table) if compiled is not None and len(mt_pks) else None
+        for extra in (present, matches):
+            if extra is not None:
+                mask &= extra.astype(bool)
+        if not mask.any():
+            continue
+        if index is None:
+            index = BruteForceIndex.build(source_vectors, metric)
+        local_ids, distances = index.search(queries, limit, valid_mask=None if mask.all() else mask, params=params)
+        for q, (ids, dists) in enumerate(zip(local_ids, distances, strict=True)):
+            found[q] += [(float(d), source, int(i)) for i, d in zip(ids, dists, strict=True) if i >= 0]
+    # Ties fall as the engine breaks them: by source, then row. COSINE is reported as similarity.
+    return [
+        [{"id": pks[source][row], "distance": 1.0 - distance} for distance, source, row in sorted(hits)[:limit]]
+        for hits in found
+    ]
 
 
 @dataclass(frozen=True)
@@ -308,7 +332,9 @@ class EmbeddedMilvus:
 
         def search(c: Collection) -> list[list[dict[str, Any]]]:
             if output_fields == [c.pk_field] and params.get("metric_type") == "COSINE" and c._vector_name:
-                return _search_ids(c, data, limit, filter, partition_names, params.get("params"))
+                found = _search_ids(c, data, limit, filter, partition_names, params.get("params"))
+                if found is not None:
+                    return found
             hits: list[list[dict[str, Any]]] = c.search(
                 query_vectors=list(data),
                 top_k=limit,
