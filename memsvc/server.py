@@ -50,7 +50,6 @@ from memsvc.pipeline.reads import MemoryReads
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write.conversation import ConversationPath
 from memsvc.pipeline.write.extraction_llm import build_extractor
-from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.path import WritePath
 from memsvc.pipeline.write.review import ContradictionDetector, RuleDetector, WriteReview
 from memsvc.pipeline.write.summary import ExtractiveSummarizer
@@ -281,7 +280,6 @@ async def build_components(
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)
     changes = NamespaceChanges(result_cache)
-    claims = ClaimCache()  # one parse per text across importance, repeats and contradictions
     writes = WritePath(
         store=store,
         embedder=embedder,
@@ -293,13 +291,11 @@ async def build_components(
             store=store,
             index=index,
             codec=codec,
-            detector=build_contradiction_detector(settings, claims),
+            detector=build_contradiction_detector(settings),
             duplicate_similarity=settings.duplicate_similarity,
             contradiction_similarity=settings.contradiction_similarity,
             candidates=settings.contradiction_candidates,
-            claims=claims,
         ),
-        claims=claims,
     )
     conversations = ConversationPath(
         writes=writes,
@@ -372,13 +368,13 @@ def maintenance_policy(settings: Settings) -> MaintenancePolicy:
     )
 
 
-def build_contradiction_detector(settings: Settings, claims: ClaimCache) -> ContradictionDetector:
+def build_contradiction_detector(settings: Settings) -> ContradictionDetector:
     """The LLM judges contradictions when an endpoint is configured; rules otherwise (and as fallback)."""
     if not settings.llm_base_url:
-        return RuleDetector(claims)
+        return RuleDetector()
     from memsvc.pipeline.write.review_llm import llm_detector
 
-    return llm_detector(settings, claims)
+    return llm_detector(settings)
 
 
 class Service:

@@ -11,6 +11,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, Namespace, Role, Tier
 from memsvc.pipeline.jobs.maintenance import MaintenancePolicy, decay_of, percentile, tier_of
 from memsvc.pipeline.query.usage import usage_signal
+from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.review import LlmDetector, RuleDetector
 from memsvc.pipeline.write.scoring import estimate_importance
 
@@ -66,7 +67,10 @@ def memory(content: str, memory_id: str = "a" * 32) -> Memory:
 def test_the_rule_detector_names_subject_and_attribute() -> None:
     found = asyncio.run(
         RuleDetector().contradicted(
-            "I moved to Berlin", [memory("I live in Lisbon"), memory("I like tea", "b" * 32)], Deadline(None)
+            "I moved to Berlin",
+            [memory("I live in Lisbon"), memory("I like tea", "b" * 32)],
+            Deadline(None),
+            ClaimCache(),
         )
     )
     assert [c.memory.content for c in found] == ["I live in Lisbon"]
@@ -87,7 +91,7 @@ class FakeAsk:
 def test_the_llm_detector_uses_the_model_answer() -> None:
     ask = FakeAsk({"contradicted": [{"index": 2, "reason": "diet: vegetarian -> vegan"}, {"index": 9}]})
     candidates = [memory("I like tea"), memory("I am vegetarian", "b" * 32)]
-    found = asyncio.run(LlmDetector(ask).contradicted("I went vegan", candidates, Deadline(None)))
+    found = asyncio.run(LlmDetector(ask).contradicted("I went vegan", candidates, Deadline(None), ClaimCache()))
     assert [c.memory.content for c in found] == ["I am vegetarian"]  # index 9 is out of range
     assert "LLM" in found[0].reason and "vegan" not in found[0].reason  # the model's words quote memories
     assert ask.calls[0]["prompt"] == "contradiction" and "2. I am vegetarian" in ask.calls[0]["memories"]
@@ -96,7 +100,9 @@ def test_the_llm_detector_uses_the_model_answer() -> None:
 @pytest.mark.parametrize("reply", [None, "nonsense", {"contradicted": "2"}, {"contradicted": [{"why": 1}]}])
 def test_the_llm_detector_falls_back_to_rules(reply: Any) -> None:
     found = asyncio.run(
-        LlmDetector(FakeAsk(reply)).contradicted("I moved to Berlin", [memory("I live in Lisbon")], Deadline(None))
+        LlmDetector(FakeAsk(reply)).contradicted(
+            "I moved to Berlin", [memory("I live in Lisbon")], Deadline(None), ClaimCache()
+        )
     )
     assert [c.memory.content for c in found] == ["I live in Lisbon"]
 
@@ -109,23 +115,3 @@ def test_importance_rises_for_health_and_personal_facts_and_says_why() -> None:
     assert "health or safety" in allergy.reason
     assert "personal fact (residence)" in moved.reason
     assert estimate_importance("ok thanks", Role.USER, MemoryKind.FACT).reason == "small talk"
-
-
-def test_the_claim_cache_parses_each_text_once_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsvc.pipeline.write import facts
-
-    parsed: list[str] = []
-    real = facts.extract_claims
-
-    def counting(text: str) -> Any:
-        parsed.append(text)
-        return real(text)
-
-    monkeypatch.setattr(facts, "extract_claims", counting)
-    claims = facts.ClaimCache(entries=2)
-    assert claims("I live in Lisbon") == claims("I live in Lisbon") == tuple(real("I live in Lisbon"))
-    assert parsed == ["I live in Lisbon"]
-    claims("I live in Porto")
-    claims("I live in Faro")  # evicts the least recently used text
-    claims("I live in Lisbon")
-    assert parsed == ["I live in Lisbon", "I live in Porto", "I live in Faro", "I live in Lisbon"]

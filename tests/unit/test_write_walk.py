@@ -20,7 +20,6 @@ from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.validation import Limits
 from memsvc.pipeline.write import facts
-from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.path import AddResult, WriteOutcome, WritePath
 from memsvc.pipeline.write.review import RuleDetector, WriteReview
 from tests.fakes import FakeRecordStore, FakeVectorIndex, HashEmbedder, codec_over
@@ -65,7 +64,6 @@ def walk() -> Walk:
     codec.open = counting_open  # type: ignore[method-assign]
     changes = RecordingChanges()
     embedder = HashEmbedder()
-    claims = ClaimCache()  # shared as memsvc/server.py shares it
     writes = WritePath(
         store=store,  # type: ignore[arg-type]
         embedder=embedder,
@@ -73,8 +71,7 @@ def walk() -> Walk:
         indexer=Indexer(store, index, embedder, None),  # type: ignore[arg-type]
         changes=changes,
         limits=Limits.from_settings(Settings()),
-        review=WriteReview(store=store, index=index, codec=codec, detector=RuleDetector(claims), claims=claims),  # type: ignore[arg-type]
-        claims=claims,
+        review=WriteReview(store=store, index=index, codec=codec, detector=RuleDetector()),  # type: ignore[arg-type]
     )
     return Walk(store, index, codec, changes, writes, opened)
 
@@ -100,7 +97,8 @@ def test_new_memories_are_stored_indexed_and_never_decrypted_after_sealing(walk:
 
 
 def test_a_write_parses_each_text_for_claims_once(walk: Walk, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Importance, the repeat check and the contradiction check all read a text's claims."""
+    """Importance, the repeat check and the contradiction check all read a text's claims; the
+    call's cache parses each once (and is dropped with the call, as plaintext must be)."""
     parsed: list[str] = []
     real = facts._sentence_claims
 
@@ -110,6 +108,8 @@ def test_a_write_parses_each_text_for_claims_once(walk: Walk, monkeypatch: pytes
 
     monkeypatch.setattr(facts, "_sentence_claims", counting)  # under every way in to the parser
     walk.add("I live in Lisbon")
+    parsed.clear()
+    # The stored memory is a candidate of both new texts, and the first new text is the same.
     repeat, moved = walk.add("I live in Lisbon", "I live in Porto")
 
     assert repeat.outcome is WriteOutcome.CONFIRMED_EXISTING

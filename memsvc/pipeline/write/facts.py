@@ -9,7 +9,6 @@ attribute with different values contradict each other; the later one is the curr
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -204,27 +203,21 @@ def extract_claims(text: str) -> list[Claim]:
 
 
 class ClaimCache:
-    """The claims of recently seen texts, so that one write parses each text once.
+    """The claims of the texts one write call has read, so that it parses each text once.
 
-    A write reads a new text's claims for its importance, for the duplicate check against its
-    nearest memories and for their contradiction check, and the nearest memories come back for
-    every new text near them: parsing costs about 130 us a sentence. Bounded (least recently
-    used first out); used from the event loop only.
+    A write reads a new text's claims for its importance, for the repeat check against its
+    nearest memories and for the contradiction check, and the nearest memories come back for
+    every new text near them; parsing costs about 130 us a sentence. One per call, dropped with
+    it: texts and claims are plaintext, which no cache may hold beyond the request.
     """
 
-    def __init__(self, entries: int = 4096) -> None:
-        self._claims: OrderedDict[str, tuple[Claim, ...]] = OrderedDict()
-        self._entries = entries
+    def __init__(self) -> None:
+        self._claims: dict[str, tuple[Claim, ...]] = {}
 
     def __call__(self, text: str) -> tuple[Claim, ...]:
         found = self._claims.get(text)
         if found is None:
-            found = tuple(extract_claims(text))
-            self._claims[text] = found
-            if len(self._claims) > self._entries:
-                self._claims.popitem(last=False)
-        else:
-            self._claims.move_to_end(text)
+            found = self._claims[text] = tuple(extract_claims(text))
         return found
 
 

@@ -117,9 +117,7 @@ class WritePath:
         changes: NamespaceChanges,
         limits: Limits,
         review: WriteReview | None = None,
-        claims: ClaimCache | None = None,
     ) -> None:
-        self._claims = claims or ClaimCache()
         self._store = store
         self._embedder = embedder
         self._codec = codec
@@ -169,11 +167,12 @@ class WritePath:
         for k, vector in zip(fresh, embedded, strict=True):
             vectors[k] = vector
         reviewed = origin.reviewed
-        reviews = await self._review_against_stored(namespace, items, vectors, replayed, reviewed, deadline)
+        claims = ClaimCache()  # this call's texts only: no plaintext outlives the request
+        reviews = await self._review_against_stored(namespace, items, vectors, replayed, reviewed, deadline, claims)
         drafts: list[Draft] = []
         for item, vector, review in zip(items, vectors, reviews, strict=True):
             draft = await self._draft(
-                principal, namespace, item, vector, review, replayed, reviewed, drafts, now, deadline
+                principal, namespace, item, vector, review, replayed, reviewed, drafts, now, deadline, claims
             )
             drafts.append(draft)
         return await self._store_drafts(principal, namespace, drafts, now, deadline)
@@ -186,13 +185,16 @@ class WritePath:
         replayed: dict[str, StoredMemory],
         reviewed: bool,
         deadline: Deadline,
+        claims: ClaimCache,
     ) -> list[Review]:
         """Every item (but replays) against the user's stored memories, in one search."""
         reviews = [Review()] * len(items)
         wanted = [i for i, item in enumerate(items) if item.idempotency_key not in replayed]
         if self._review is None or not reviewed or not wanted:
             return reviews
-        found = await self._review.review_many(namespace, [(items[i].content, vectors[i]) for i in wanted], deadline)
+        found = await self._review.review_many(
+            namespace, [(items[i].content, vectors[i]) for i in wanted], deadline, claims
+        )
         for i, review in zip(wanted, found, strict=True):
             reviews[i] = review
         return reviews
@@ -209,6 +211,7 @@ class WritePath:
         earlier: Sequence[Draft],
         now: float,
         deadline: Deadline,
+        claims: ClaimCache,
     ) -> Draft:
         if item.idempotency_key in replayed:
             memory = await self._codec.open(replayed[item.idempotency_key])
@@ -223,7 +226,7 @@ class WritePath:
         local = Review()
         if self._review is not None and reviewed and review.duplicate_of is None:
             new = [(d.memory, d.vector) for d in earlier if d.memory is not None]
-            local = await self._review.review_batch(item.content, vector, new, deadline)
+            local = await self._review.review_batch(item.content, vector, new, deadline, claims)
         if local.duplicate_of is not None:
             repeated = local.duplicate_of.id
             position = next(k for k, d in enumerate(earlier) if d.memory is not None and d.memory.id == repeated)
@@ -232,7 +235,7 @@ class WritePath:
         created_at = item.created_at if item.created_at is not None else now
         # A back-dated statement older than the memory it contradicts is history, not news.
         newer = [c for c in contradictions if c.memory.created_at > created_at]
-        row = await self._new_row(namespace, item, now)
+        row = await self._new_row(namespace, item, now, claims)
         if newer:
             successor = max(newer, key=lambda c: c.memory.created_at)
             row = replace(row, **superseded_changes(row, successor.memory.id, successor.reason))
@@ -314,13 +317,13 @@ class WritePath:
             await self._supersede(principal, namespace, supersede, now)
         return out
 
-    async def _new_row(self, namespace: Namespace, item: NewMemory, now: float) -> StoredMemory:
+    async def _new_row(self, namespace: Namespace, item: NewMemory, now: float, claims: ClaimCache) -> StoredMemory:
         created_at = item.created_at if item.created_at is not None else now
         memory_id = new_memory_id(created_at)
         if item.importance is not None:
             importance, importance_reason = item.importance, "set by the caller"
         else:
-            estimate = estimate_importance(item.content, item.role, item.kind, self._claims)
+            estimate = estimate_importance(item.content, item.role, item.kind, claims)
             importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
         quality = estimate_quality(item.content)
         reasons = {

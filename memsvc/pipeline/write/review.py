@@ -50,10 +50,11 @@ class Contradiction:
 
 
 class ContradictionDetector(Protocol):
-    """Decides which of the candidate memories a new statement contradicts."""
+    """Decides which of the candidate memories a new statement contradicts; `claims` parses texts
+    once per write call."""
 
     async def contradicted(
-        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
     ) -> list[Contradiction]: ...
 
 
@@ -62,21 +63,18 @@ class RuleDetector:
 
     A write call compares each new statement with its nearest stored memories and with the
     call's earlier items, so the same texts come back many times: their claims come from the
-    write path's `ClaimCache`.
+    call's `ClaimCache`.
     """
 
-    def __init__(self, claims: ClaimCache | None = None) -> None:
-        self._claims = claims or ClaimCache()
-
     async def contradicted(
-        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
     ) -> list[Contradiction]:
-        new_claims = self._claims(new_content)
+        new_claims = claims(new_content)
         if not new_claims:
             return []
         out: list[Contradiction] = []
         for candidate in candidates:
-            conflict = find_conflict(self._claims(candidate.content), new_claims)
+            conflict = find_conflict(claims(candidate.content), new_claims)
             if conflict is not None:
                 out.append(Contradiction(candidate, conflict.describe()))
         return out
@@ -96,7 +94,7 @@ class LlmDetector:
         self._fallback = fallback or RuleDetector()
 
     async def contradicted(
-        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline
+        self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
     ) -> list[Contradiction]:
         if not candidates:
             return []
@@ -104,7 +102,7 @@ class LlmDetector:
         reply = await self._ask("contradiction", deadline, statement=new_content, memories=listing)
         verdicts = _llm_verdicts(reply, len(candidates))
         if verdicts is None:
-            return await self._fallback.contradicted(new_content, candidates, deadline)
+            return await self._fallback.contradicted(new_content, candidates, deadline, claims)
         # The model's own words quote the memories; stored reasons must not (they are plain text).
         reason = "the LLM judged that it states a different value for the same subject and attribute"
         return [Contradiction(candidates[i], reason) for i, _ in verdicts]
@@ -152,9 +150,7 @@ class WriteReview:
         duplicate_similarity: float = 0.92,
         contradiction_similarity: float = 0.2,
         candidates: int = 8,
-        claims: ClaimCache | None = None,
     ) -> None:
-        self._claims = claims or ClaimCache()
         self._store = store
         self._index = index
         self._codec = codec
@@ -164,7 +160,7 @@ class WriteReview:
         self._candidates = candidates
 
     async def review_many(
-        self, namespace: Namespace, items: Sequence[tuple[str, Vector]], deadline: Deadline
+        self, namespace: Namespace, items: Sequence[tuple[str, Vector]], deadline: Deadline, claims: ClaimCache
     ) -> list[Review]:
         """Each new memory against its nearest stored ones: one vector search and one record
         fetch for the whole call, however many items it holds."""
@@ -193,17 +189,22 @@ class WriteReview:
         opened = {m.id: m for m in await self._codec.open_all(active)}
         return [
             await self._judge(
-                content, [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened], deadline
+                content, [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened], deadline, claims
             )
             for (content, _), hits in zip(items, near, strict=True)
         ]
 
     async def _judge(
-        self, content: str, near: Sequence[tuple[Memory, float]], deadline: Deadline, where: str = ""
+        self,
+        content: str,
+        near: Sequence[tuple[Memory, float]],
+        deadline: Deadline,
+        claims: ClaimCache,
+        where: str = "",
     ) -> Review:
         """A duplicate among the nearest memories (most similar first), else their contradictions."""
         for memory, similarity in near:
-            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity, self._claims):
+            if is_duplicate(memory.content, content, similarity, self._duplicate_similarity, claims):
                 reason = (
                     f"repeats memory {memory.id}{where} (cosine similarity {similarity:.3f}, same content "
                     "terms); its confirmation count was raised instead of storing a copy"
@@ -211,11 +212,16 @@ class WriteReview:
                 return Review(duplicate_of=memory, duplicate_reason=reason)
         if not near:
             return Review()
-        contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline)
+        contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline, claims)
         return Review(contradictions=tuple(contradictions))
 
     async def review_batch(
-        self, content: str, vector: Vector, earlier: Sequence[tuple[Memory, Vector]], deadline: Deadline
+        self,
+        content: str,
+        vector: Vector,
+        earlier: Sequence[tuple[Memory, Vector]],
+        deadline: Deadline,
+        claims: ClaimCache,
     ) -> Review:
         """The same review against earlier items of the same AddMemories call (not yet indexed)."""
         if not earlier:
@@ -232,7 +238,7 @@ class WriteReview:
             ),
             key=lambda pair: -pair[1],
         )
-        return await self._judge(content, near, deadline, where=" of the same request")
+        return await self._judge(content, near, deadline, claims, where=" of the same request")
 
 
 def superseded_changes(old: StoredMemory | Memory, successor_id: str, reason: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from memsvc.config import Settings
 from memsvc.deadline import Deadline
 from memsvc.llm.client import Llm, OpenAIChatModel
 from memsvc.llm.usage import LlmUsage
-from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.review import LlmDetector, RuleDetector
 
 
@@ -25,7 +24,7 @@ class _Ask:
         return await self._llm.ask(prompt, usage, deadline, lambda parsed: parsed, **cast(dict[str, Any], values))
 
 
-def llm_detector(settings: Settings, claims: ClaimCache) -> LlmDetector:
+def llm_detector(settings: Settings) -> LlmDetector:
     model = OpenAIChatModel(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value(),
@@ -34,4 +33,4 @@ def llm_detector(settings: Settings, claims: ClaimCache) -> LlmDetector:
         # Judging contradictions wants the same answer every time.
         temperature=0.0,
     )
-    return LlmDetector(_Ask(Llm(model, settings.llm_timeout_s)), fallback=RuleDetector(claims))
+    return LlmDetector(_Ask(Llm(model, settings.llm_timeout_s)), fallback=RuleDetector())
