@@ -101,15 +101,15 @@ def cmd_keys(args: argparse.Namespace) -> int:
             await store.check_schema() if settings.uses_postgres else await store.migrate()
             keys = ApiKeys(store, local_secrets(settings).pepper)
             if args.keys_command == "create":
-                permissions = frozenset(Permission(p) for p in args.permissions.split(","))
                 ttl = args.ttl_days * 86400 if args.ttl_days else None
                 issued = await keys.create(
-                    args.tenant, args.project, args.environment, permissions, ttl, args.description
+                    args.tenant, args.project, args.environment, frozenset(args.permissions), ttl, args.description
                 )
                 print(issued.token)
+                granted = ",".join(p.value for p in args.permissions)
                 print(
                     f"key {issued.record.key_id}: tenant={args.tenant} project={args.project} "
-                    f"environment={args.environment} permissions={args.permissions} (shown once)",
+                    f"environment={args.environment} permissions={granted} (shown once)",
                     file=sys.stderr,
                 )
             elif args.keys_command == "list":
@@ -344,14 +344,14 @@ def _settings_file(text: str) -> str:
     return text
 
 
-def _permission_list(text: str) -> str:
-    """`--permissions`, checked while parsing: a typo is a usage error, not a traceback."""
+def _permission_list(text: str) -> tuple[Permission, ...]:
+    """`--permissions`, parsed while parsing the command line: a typo is a usage error, not a traceback."""
     names = [p.strip() for p in text.split(",")]
     known = [p.value for p in Permission]
     unknown = [p for p in names if p not in known]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown permission {unknown[0]!r} (choose from {', '.join(known)})")
-    return ",".join(names)
+    return tuple(Permission(p) for p in names)
 
 
 def build_parser() -> argparse.ArgumentParser:
