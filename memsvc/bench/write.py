@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from memsvc.bench.cpu import ThreadCpu
 from memsvc.bench.harness import BenchServer, load_memories, machine, user_ids
 from memsvc.bench.synthetic import memory_texts
 
@@ -35,10 +36,20 @@ def embedding_floor(bench: BenchServer, texts: list[str], batch: int) -> float:
     return time.perf_counter() - started
 
 
+def cpu_per_memory(threads: dict[str, float], memories: int) -> dict[str, Any]:
+    def per_memory(seconds: float) -> float:
+        return round(seconds * 1000 / memories, 3) if memories else 0.0
+
+    ordered = sorted(threads.items(), key=lambda kv: -kv[1])
+    return {"total": per_memory(sum(threads.values())), "threads": {g: per_memory(s) for g, s in ordered}}
+
+
 def run(args: argparse.Namespace) -> int:
     bench = BenchServer.start()
     try:
         users = user_ids(args.users)
+        # The client runs in another process, so every thread measured here is the server's.
+        cpu_before = ThreadCpu.now()
         load = load_memories(
             bench.address,
             bench.api_key,
@@ -48,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             seed=args.seed,
         )
+        cpu_threads = ThreadCpu.now().since(cpu_before)
         settle_started = time.perf_counter()
         bench.settle()
         settle_s = time.perf_counter() - settle_started
@@ -65,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         "memories_per_s": round(load.rate, 1),
         "floor_memories_per_s": round(floor_rate, 1),
         "ratio": round(floor_rate / load.rate, 3) if load.rate > 0 else None,
+        # Server CPU per memory written, by thread group, over the load (the settle excluded).
+        "server_cpu_ms_per_memory": cpu_per_memory(cpu_threads, load.memories),
         "memories": load.memories,
         "seconds": round(load.seconds, 3),
         "settle_s": round(settle_s, 3),
@@ -80,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         f"  {load.memories} memories in {load.seconds:.2f} s: {load.rate:.0f} memories/s "
         f"(floor, embedding alone: {floor_rate:.0f}/s; floor / service = {data['ratio']})"
     )
+    cpu = data["server_cpu_ms_per_memory"]
+    print(f"  server CPU {cpu['total']:.2f} ms per memory")
+    for group, ms in cpu["threads"].items():
+        print(f"    {group:<48} {ms:7.3f} ms")
     if args.json:
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0 if load.memories == args.users * args.memories_per_user else 1
