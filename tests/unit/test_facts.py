@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from memsvc.pipeline.write import facts
 from memsvc.pipeline.write.facts import Claim, category, content_terms, extract_claims, find_conflict, is_duplicate
 
 
@@ -94,3 +97,31 @@ def test_conflict_descriptions_never_quote_the_memory() -> None:
         and found.describe() == "same subject (another person) and attribute (opinion), a different value"
     )
     assert category("favourite colour") == "favourite" and category("phone number") == "attribute"
+
+
+# Every pattern the claim parser runs, with the words it skips sentences without.
+_GATED = {
+    **{f"{rule.attribute} {i}": rule.pattern for i, rule in enumerate(facts._RULES)},
+    "favourite": facts._FAVOURITE,
+    "preference": facts._PREFER,
+    "opinion": facts._OPINION,
+    "generic": facts._GENERIC,
+}
+
+
+@pytest.mark.parametrize("gated", _GATED.values(), ids=_GATED.keys())
+@settings(max_examples=150, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_no_claim_pattern_matches_without_one_of_its_words(gated: facts._Gated, data: st.DataObject) -> None:
+    # Strings the pattern itself generates: each of its alternatives gets drawn, so a word list
+    # missing one (say "staying" for "I am staying in Porto") fails here.
+    text = data.draw(st.from_regex(gated.regex, alphabet=st.characters(codec="ascii")))
+    assert gated.regex.search(text)
+    assert any(word in text.lower() for word in gated.words), text
+
+
+def test_sentences_outside_ascii_run_every_pattern() -> None:
+    # Case-blind matching pairs the long s (U+017F) with "s", and the Kelvin sign with "k", where
+    # lower() keeps them apart.
+    assert extract_claims("I moved to Zürich") == [Claim("user", "residence", "zürich")]
+    assert extract_claims("I am \u017ftaying in Porto") == [Claim("user", "residence", "porto")]

@@ -9,7 +9,7 @@ attribute with different values contradict each other; the later one is the curr
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 # Words that end a value: clause breaks, time and manner adverbs.
@@ -44,14 +44,36 @@ _BE = r"(?:am|'m|is|'s|are|'re|was|were)"
 _VALUE = r"(?P<value>[A-Za-z0-9][\w' .&+-]*)"
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+@dataclass(frozen=True)
+class _Gated:
+    """A case-blind claim pattern and the lower-case words every match of it contains.
+
+    Each pattern may start at any word (a subject can be any capitalised name, and case is
+    ignored), so the regex engine tries it at every position of a sentence: 22 patterns cost
+    about 120 us a sentence. Most sentences hold none of a pattern's words (its verb or
+    keyword), and checking for those first skips the pattern. tests/unit/test_facts.py checks,
+    with strings generated from each pattern, that none matches without one of its words.
+    """
+
+    regex: re.Pattern[str]
+    words: tuple[str, ...]
+
+    def finditer(self, sentence: str, lowered: str | None) -> Iterator[re.Match[str]]:
+        """Matches in `sentence`; `lowered` is its lower case, or None to run the pattern
+        regardless (outside ASCII, case-blind matching pairs letters `lower()` does not)."""
+        if lowered is not None and not any(word in lowered for word in self.words):
+            return iter(())
+        return self.regex.finditer(sentence)
+
+
+def _rx(pattern: str, *words: str) -> _Gated:
+    return _Gated(re.compile(pattern, re.IGNORECASE), words)
 
 
 @dataclass(frozen=True)
 class _Rule:
     attribute: str
-    pattern: re.Pattern[str]
+    pattern: _Gated
     # A fixed value (e.g. "married") instead of the captured one.
     value: str = ""
     negative: bool = False
@@ -64,65 +86,100 @@ _RULES: tuple[_Rule, ...] = (
         "residence",
         _rx(
             rf"\b{_SUBJECT} {_NOT}{_NOW}(?:live[sd]?|living|reside[sd]?|(?:{_BE} )?(?:based|living|staying)) "
-            rf"(?:in|at) {_VALUE}"
+            rf"(?:in|at) {_VALUE}",
+            "liv",
+            "resid",
+            "based",
+            "staying",
         ),
     ),
     _Rule(
         "residence",
         _rx(
-            rf"\b{_SUBJECT} {_NOW}(?:ha(?:ve|s) )?(?:moved|relocated|emigrated|moving|relocating) (?:back )?to {_VALUE}"
+            rf"\b{_SUBJECT} {_NOW}(?:ha(?:ve|s) )?(?:moved|relocated|emigrated|moving|relocating) "
+            rf"(?:back )?to {_VALUE}",
+            "mov",
+            "relocat",
+            "emigrat",
         ),
     ),
-    _Rule("residence", _rx(rf"\b{_OWNER} home (?:is|town is) (?:in )?{_VALUE}")),
+    _Rule("residence", _rx(rf"\b{_OWNER} home (?:is|town is) (?:in )?{_VALUE}", "home")),
     _Rule(
         "employer",
-        _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:(?:{_BE} )?working|works?|worked) (?:at|for) {_VALUE}"),
+        _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:(?:{_BE} )?working|works?|worked) (?:at|for) {_VALUE}", "work"),
     ),
     _Rule(
         "employer",
         _rx(
             rf"\b{_SUBJECT} {_NOW}(?:joined|started (?:a new job |working )?at|got a job at|(?:ha(?:ve|s) )?joined) "
-            rf"{_VALUE}"
+            rf"{_VALUE}",
+            "joined",
+            "started",
+            "got a job",
         ),
         proper=True,
     ),
-    _Rule("employer", _rx(rf"\b{_OWNER} employer is {_VALUE}")),
-    _Rule("occupation", _rx(rf"\b{_SUBJECT} {_NOW}works? as (?:an? )?{_VALUE}")),
-    _Rule("occupation", _rx(rf"\b{_OWNER} (?:job|profession|occupation) is (?:an? )?{_VALUE}")),
-    _Rule("name", _rx(rf"\b{_OWNER} name is {_VALUE}")),
-    _Rule("name", _rx(r"\b(?P<subject>i)(?: am|'m) called (?P<value>[A-Za-z][\w'-]*)")),
-    _Rule("name", _rx(r"\bcall (?P<subject>me) (?P<value>[A-Za-z][\w'-]*)")),
+    _Rule("employer", _rx(rf"\b{_OWNER} employer is {_VALUE}", "employer")),
+    _Rule("occupation", _rx(rf"\b{_SUBJECT} {_NOW}works? as (?:an? )?{_VALUE}", "work")),
     _Rule(
-        "age", _rx(rf"\b{_SUBJECT} ?(?:am|'m|is|'s|turned|just turned) {_NOW}(?P<value>\d{{1,3}})(?: years? old)?\b")
+        "occupation",
+        _rx(rf"\b{_OWNER} (?:job|profession|occupation) is (?:an? )?{_VALUE}", "job", "profession", "occupation"),
     ),
-    _Rule("age", _rx(rf"\b{_OWNER} age is (?P<value>\d{{1,3}})")),
+    _Rule("name", _rx(rf"\b{_OWNER} name is {_VALUE}", "name")),
+    _Rule("name", _rx(r"\b(?P<subject>i)(?: am|'m) called (?P<value>[A-Za-z][\w'-]*)", "called")),
+    _Rule("name", _rx(r"\bcall (?P<subject>me) (?P<value>[A-Za-z][\w'-]*)", "call")),
+    _Rule(
+        "age",
+        _rx(
+            rf"\b{_SUBJECT} ?(?:am|'m|is|'s|turned|just turned) {_NOW}(?P<value>\d{{1,3}})(?: years? old)?\b",
+            *"0123456789",
+        ),
+    ),
+    _Rule("age", _rx(rf"\b{_OWNER} age is (?P<value>\d{{1,3}})", "age")),
     _Rule(
         "marital status",
-        _rx(rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?P<value>married|single|divorced|engaged|widowed|separated)\b"),
+        _rx(
+            rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?P<value>married|single|divorced|engaged|widowed|separated)\b",
+            *("married", "single", "divorced", "engaged", "widowed", "separated"),
+        ),
     ),
-    _Rule("marital status", _rx(rf"\b{_SUBJECT} {_NOW}(?:got )?(?P<value>married|divorced|engaged)\b")),
+    _Rule(
+        "marital status",
+        _rx(rf"\b{_SUBJECT} {_NOW}(?:got )?(?P<value>married|divorced|engaged)\b", "married", "divorced", "engaged"),
+    ),
     _Rule(
         "partner",
-        _rx(rf"\b{_OWNER} (?:wife|husband|partner|girlfriend|boyfriend|spouse|fianc[eé]e?)(?:'s name)? is {_VALUE}"),
+        _rx(
+            rf"\b{_OWNER} (?:wife|husband|partner|girlfriend|boyfriend|spouse|fianc[eé]e?)(?:'s name)? is {_VALUE}",
+            *("wife", "husband", "partner", "girlfriend", "boyfriend", "spouse", "fianc"),
+        ),
     ),
-    _Rule("partner", _rx(rf"\b{_SUBJECT} ?{_BE} {_NOW}(?:married|engaged) to {_VALUE}")),
+    _Rule("partner", _rx(rf"\b{_SUBJECT} ?{_BE} {_NOW}(?:married|engaged) to {_VALUE}", "married", "engaged")),
     _Rule(
         "diet",
-        _rx(rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?:an? )?(?P<value>vegetarian|vegan|pescatarian|carnivore|omnivore)\b"),
+        _rx(
+            rf"\b{_SUBJECT} ?{_BE} {_NOT}{_NOW}(?:an? )?(?P<value>vegetarian|vegan|pescatarian|carnivore|omnivore)\b",
+            *("vegetarian", "vegan", "pescatarian", "carnivore", "omnivore"),
+        ),
     ),
 )
 
 # "my favourite colour is green", "my favorite food is now sushi"
-_FAVOURITE = _rx(rf"\b{_OWNER} (?:new )?favou?rite (?P<thing>[a-z]+(?: [a-z]+)?) {_BE} {_NOW}{_VALUE}")
+_FAVOURITE = _rx(
+    rf"\b{_OWNER} (?:new )?favou?rite (?P<thing>[a-z]+(?: [a-z]+)?) {_BE} {_NOW}{_VALUE}", "favourite", "favorite"
+)
 # "I prefer aisle seats", "I now prefer tea over coffee"
-_PREFER = _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:prefers?|preferred|would rather(?: have)?) {_VALUE}")
+_PREFER = _rx(rf"\b{_SUBJECT} {_NOT}{_NOW}(?:prefers?|preferred|would rather(?: have)?) {_VALUE}", "prefer", "rather")
 # "I love sushi", "I can't stand olives": an opinion of one object.
 _OPINION = _rx(
     rf"\b{_SUBJECT} {_NOT}{_NOW}(?P<verb>like|likes|love|loves|enjoy|enjoys|adore|hate|hates|dislike|dislikes|"
-    rf"detest|can't stand|cannot stand|can not stand) {_VALUE}"
+    rf"detest|can't stand|cannot stand|can not stand) {_VALUE}",
+    *("like", "love", "enjoy", "adore", "hate", "detest", "stand"),
 )
 # "my phone number is ...", "my dog is called ...": a generic attribute of the user.
-_GENERIC = _rx(rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?P<naming>called |named )?{_NOW}{_VALUE}")
+_GENERIC = _rx(
+    rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?P<naming>called |named )?{_NOW}{_VALUE}", " is ", " are "
+)
 # "my X is Y" names a value only for attributes with one value at a time; "my dog is a labrador"
 # and "my dog is called Biscuit" are both true, so descriptions are never compared with names.
 _SINGLE_VALUED = frozenset(
@@ -207,7 +264,7 @@ class ClaimCache:
 
     A write reads a new text's claims for its importance, for the repeat check against its
     nearest memories and for the contradiction check, and the nearest memories come back for
-    every new text near them; parsing costs about 130 us a sentence. One per call, dropped with
+    every new text near them; parsing costs 20-35 us a sentence. One per call, dropped with
     it: texts and claims are plaintext, which no cache may hold beyond the request.
     """
 
@@ -222,8 +279,9 @@ class ClaimCache:
 
 
 def _sentence_claims(sentence: str) -> Iterable[Claim]:
+    lowered = sentence.lower() if sentence.isascii() else None
     for rule in _RULES:
-        for m in rule.pattern.finditer(sentence):
+        for m in rule.pattern.finditer(sentence, lowered):
             if rule.proper and not m.group("value")[:1].isupper():
                 continue
             value = rule.value or _clean_value(m.group("value"), 1 if rule.attribute == "age" else 4)
@@ -231,15 +289,15 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
                 continue
             negated = bool(m.groupdict().get("neg")) or rule.negative
             yield Claim(_normalise_subject(m.group("subject")), rule.attribute, value, negated)
-    for m in _FAVOURITE.finditer(sentence):
+    for m in _FAVOURITE.finditer(sentence, lowered):
         value = _clean_value(m.group("value"))
         if value:
             yield Claim(_normalise_subject(m.group("subject")), f"favourite {m.group('thing').lower()}", value)
-    for m in _PREFER.finditer(sentence):
+    for m in _PREFER.finditer(sentence, lowered):
         value = _clean_value(m.group("value"), 8)
         if value:
             yield Claim(_normalise_subject(m.group("subject")), "preference", value, bool(m.group("neg")), fuzzy=True)
-    for m in _OPINION.finditer(sentence):
+    for m in _OPINION.finditer(sentence, lowered):
         thing = _clean_value(m.group("value"))
         if not thing:
             continue
@@ -249,7 +307,7 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
         yield Claim(
             _normalise_subject(m.group("subject")), f"opinion of {thing}", "negative" if negative else "positive"
         )
-    for m in _GENERIC.finditer(sentence):
+    for m in _GENERIC.finditer(sentence, lowered):
         thing = m.group("thing").lower()
         if thing.startswith(("favourite", "favorite", "name", "wife", "husband", "partner", "home", "employer")):
             continue
