@@ -171,3 +171,27 @@ def test_users_do_not_review_against_each_other(walk: Walk) -> None:
 
     assert theirs.outcome is WriteOutcome.CREATED
     assert theirs.memory.id != mine.memory.id
+
+
+def test_a_contradiction_within_one_call_is_found_past_replays_and_unrelated_items(walk: Walk) -> None:
+    (kept,) = walk.add("I keep bees", idempotency_key="bees")
+    # A replay (no new vector), an unrelated item, then the contradiction of the second item.
+    replay, lisbon, colour, porto = asyncio.run(
+        walk.writes.add_detailed(
+            PRINCIPAL,
+            "u1",
+            [
+                NewMemory(content="I keep bees", idempotency_key="bees"),
+                NewMemory(content="I live in Lisbon"),
+                NewMemory(content="My favourite colour is green"),
+                NewMemory(content="I live in Porto"),
+            ],
+            Deadline(None),
+        )
+    )
+
+    assert replay.outcome is WriteOutcome.IDEMPOTENT_REPLAY
+    assert replay.memory.id == kept.memory.id
+    assert porto.superseded_ids == (lisbon.memory.id,)
+    assert colour.superseded_ids == ()
+    assert walk.store.rows[lisbon.memory.id].retention_status is RetentionStatus.SUPERSEDED

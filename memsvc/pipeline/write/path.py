@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
@@ -45,7 +46,7 @@ from memsvc.pipeline.validation import (
 )
 from memsvc.pipeline.write.facts import ClaimCache
 from memsvc.pipeline.write.keys import summary_key
-from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, superseded_changes
+from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, cosine_matrix, superseded_changes
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import RecordStore
 
@@ -169,10 +170,23 @@ class WritePath:
         reviewed = origin.reviewed
         claims = ClaimCache()  # this call's texts only: no plaintext outlives the request
         reviews = await self._review_against_stored(namespace, items, vectors, replayed, reviewed, deadline, claims)
+        # Each item is also reviewed against the call's earlier items: all their cosines at once.
+        cosines = cosine_matrix(vectors) if self._review is not None and reviewed and len(items) > 1 else None
         drafts: list[Draft] = []
-        for item, vector, review in zip(items, vectors, reviews, strict=True):
+        for k, (item, vector, review) in enumerate(zip(items, vectors, reviews, strict=True)):
             draft = await self._draft(
-                principal, namespace, item, vector, review, replayed, reviewed, drafts, now, deadline, claims
+                principal,
+                namespace,
+                item,
+                vector,
+                review,
+                replayed,
+                reviewed,
+                drafts,
+                None if cosines is None else cosines[k],
+                now,
+                deadline,
+                claims,
             )
             drafts.append(draft)
         return await self._store_drafts(principal, namespace, drafts, now, deadline)
@@ -209,10 +223,13 @@ class WritePath:
         replayed: dict[str, StoredMemory],
         reviewed: bool,
         earlier: Sequence[Draft],
+        cosines: npt.NDArray[np.float32] | None,
         now: float,
         deadline: Deadline,
         claims: ClaimCache,
     ) -> Draft:
+        """`cosines`: this item's similarity to each item of the call, None when there is no
+        earlier item to review against."""
         if item.idempotency_key in replayed:
             memory = await self._codec.open(replayed[item.idempotency_key])
             replay = AddResult(memory, False, WriteOutcome.IDEMPOTENT_REPLAY, "idempotency key stored before")
@@ -224,9 +241,10 @@ class WritePath:
                 return Draft(item, vector, result=result)
         # Then against this call's earlier new items, which no index holds yet.
         local = Review()
-        if self._review is not None and reviewed and review.duplicate_of is None:
-            new = [(d.memory, d.vector) for d in earlier if d.memory is not None]
-            local = await self._review.review_batch(item.content, vector, new, deadline, claims)
+        if self._review is not None and cosines is not None and review.duplicate_of is None:
+            new = [(d.memory, float(cosines[k])) for k, d in enumerate(earlier) if d.memory is not None]
+            if new:
+                local = await self._review.review_batch(item.content, new, deadline, claims)
         if local.duplicate_of is not None:
             repeated = local.duplicate_of.id
             position = next(k for k, d in enumerate(earlier) if d.memory is not None and d.memory.id == repeated)

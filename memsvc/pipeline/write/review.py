@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
@@ -218,27 +219,30 @@ class WriteReview:
     async def review_batch(
         self,
         content: str,
-        vector: Vector,
-        earlier: Sequence[tuple[Memory, Vector]],
+        earlier: Sequence[tuple[Memory, float]],
         deadline: Deadline,
         claims: ClaimCache,
     ) -> Review:
-        """The same review against earlier items of the same AddMemories call (not yet indexed)."""
-        if not earlier:
-            return Review()
-        # Every earlier item's cosine in one matrix product, not one Python call per pair.
-        others = np.vstack([other for _, other in earlier])
-        norms = np.linalg.norm(others, axis=1) * float(np.linalg.norm(vector))
-        similarities = (others @ vector) / np.where(norms > 0, norms, 1.0)
+        """The same review against earlier items of the same AddMemories call (not yet indexed),
+        each with its cosine similarity to this one (`cosine_matrix`)."""
         near = sorted(
-            (
-                (memory, float(similarity))
-                for (memory, _), similarity in zip(earlier, similarities, strict=True)
-                if similarity >= self._contradiction_similarity
-            ),
+            ((memory, similarity) for memory, similarity in earlier if similarity >= self._contradiction_similarity),
             key=lambda pair: -pair[1],
         )
         return await self._judge(content, near, deadline, claims, where=" of the same request")
+
+
+def cosine_matrix(vectors: Sequence[Vector]) -> npt.NDArray[np.float32]:
+    """The cosine similarity of every pair of `vectors`, in one product for a whole call (an
+    empty or zero vector is similar to nothing)."""
+    width = max((len(v) for v in vectors), default=0)
+    matrix = np.zeros((len(vectors), width), dtype=np.float32)
+    for row, vector in enumerate(vectors):
+        if len(vector):
+            matrix[row] = vector
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix / np.where(norms > 0, norms, np.float32(1.0))
+    return (unit @ unit.T).astype(np.float32, copy=False)
 
 
 def superseded_changes(old: StoredMemory | Memory, successor_id: str, reason: str) -> dict[str, Any]:
