@@ -86,6 +86,10 @@ def test_bench_write_measures_throughput_and_floor(tmp_path: Path) -> None:
     assert data["memories"] == 60
     assert data["memories_per_s"] > 0 and data["floor_memories_per_s"] > 0
     assert data["ratio"] == pytest.approx(data["floor_memories_per_s"] / data["memories_per_s"], rel=0.01)
+    # The server's CPU per memory: the embedder and the event loop worked on every write.
+    cpu = data["server_cpu_ms_per_memory"]
+    assert cpu["threads"]["embedder"] > 0 and cpu["threads"]["event loop"] > 0
+    assert cpu["total"] == pytest.approx(sum(cpu["threads"].values()), abs=0.01 * len(cpu["threads"]))
 
 
 def test_bench_scaling_prints_both_curves_and_draws_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
