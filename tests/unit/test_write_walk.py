@@ -195,3 +195,24 @@ def test_a_contradiction_within_one_call_is_found_past_replays_and_unrelated_ite
     assert porto.superseded_ids == (lisbon.memory.id,)
     assert colour.superseded_ids == ()
     assert walk.store.rows[lisbon.memory.id].retention_status is RetentionStatus.SUPERSEDED
+
+
+def test_only_what_a_review_can_use_is_decrypted(walk: Walk) -> None:
+    """Near stored memories are read for a statement with a claim to contradict, or when they
+    are near enough to be repeated; a claim-less statement leaves the others sealed."""
+    (harbour,) = walk.add("The harbour was grey and quiet this morning")
+    (lisbon,) = walk.add("I live in Lisbon")
+    walk.opened.clear()
+
+    (evening,) = walk.add("The harbour was grey and busy this evening")
+    assert evening.outcome is WriteOutcome.CREATED
+    assert walk.opened == []
+
+    (porto,) = walk.add("I live in Porto")
+    assert porto.superseded_ids == (lisbon.memory.id,)
+    assert lisbon.memory.id in walk.opened
+
+    walk.opened.clear()
+    (again,) = walk.add("The harbour was grey and quiet this morning")
+    assert again.outcome is WriteOutcome.CONFIRMED_EXISTING and again.memory.id == harbour.memory.id
+    assert harbour.memory.id in walk.opened

@@ -58,6 +58,11 @@ class ContradictionDetector(Protocol):
         self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
     ) -> list[Contradiction]: ...
 
+    def reads_candidates(self, new_content: str, claims: ClaimCache) -> bool:
+        """False when `contradicted` would find nothing for this statement whatever the
+        candidates say, so the write need not fetch and decrypt them."""
+        ...
+
 
 class RuleDetector:
     """Offline: subject/attribute/value claims extracted by rules (memsvc/pipeline/facts.py).
@@ -72,13 +77,16 @@ class RuleDetector:
     ) -> list[Contradiction]:
         new_claims = claims(new_content)
         if not new_claims:
-            return []
+            return []  # `reads_candidates` says so first
         out: list[Contradiction] = []
         for candidate in candidates:
             conflict = find_conflict(claims(candidate.content), new_claims)
             if conflict is not None:
                 out.append(Contradiction(candidate, conflict.describe()))
         return out
+
+    def reads_candidates(self, new_content: str, claims: ClaimCache) -> bool:
+        return bool(claims(new_content))
 
 
 class AskJson(Protocol):
@@ -93,6 +101,9 @@ class LlmDetector:
     def __init__(self, ask: AskJson, fallback: ContradictionDetector | None = None) -> None:
         self._ask = ask
         self._fallback = fallback or RuleDetector()
+
+    def reads_candidates(self, new_content: str, claims: ClaimCache) -> bool:
+        return True  # the model judges the candidates' own words
 
     async def contradicted(
         self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
@@ -176,7 +187,15 @@ class WriteReview:
             # The record store acknowledges writes while the index is down; review resumes after.
             log.warning("write review skipped: %s", exc.message)
             return [Review() for _ in items]
-        near = [[h for h in hits if h.similarity >= self._contradiction_similarity] for hits in found]
+        near = []
+        for (content, _), hits in zip(items, found, strict=True):
+            # Only a detector that reads the candidates needs every near one; otherwise only
+            # possible repeats are read. Most statements state no claim for the rule detector,
+            # so most neighbours are neither fetched nor decrypted.
+            floor = self._contradiction_similarity
+            if not self._detector.reads_candidates(content, claims):
+                floor = max(floor, self._duplicate_similarity)
+            near.append([h for h in hits if h.similarity >= floor])
         wanted = list(dict.fromkeys(h.memory_id for hits in near for h in hits))
         if not wanted:
             return [Review() for _ in items]
