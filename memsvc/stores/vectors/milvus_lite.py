@@ -28,12 +28,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 from milvus_lite import CollectionSchema, DataType, FieldSchema, MilvusLite
 from milvus_lite.engine.collection import Collection
 from milvus_lite.exceptions import DataDirLockedError
 from milvus_lite.index.brute_force import BruteForceIndex
 from milvus_lite.search.filter import evaluate_mask
 from milvus_lite.search.indexed_filter import evaluate_segment_filter
+from milvus_lite.storage.memtable import MemTable
 from pymilvus import CollectionSchema as ClientSchema
 from pymilvus.exceptions import MilvusException
 from pymilvus.milvus_client import IndexParams
@@ -101,6 +103,62 @@ def _nearest_by_cosine(
     return out
 
 
+def _memtable_snapshot(
+    memtable: MemTable, field: str, partitions: list[str] | None, include_table: bool
+) -> tuple[list[Any], npt.NDArray[Any], npt.NDArray[np.float32], pa.Table | None] | None:
+    """`MemTable.to_search_snapshot` (version 3.2) of a dense float field: the latest rows' ids,
+    seqs, vectors and, with `include_table`, their columns for a filter; the same rows in the
+    same order. None for a vector column it does not read (the engine's own snapshot answers).
+
+    The engine reads each row's partition and vector as Python objects, one Arrow scalar at a
+    time: 3.4 ms for a memtable of 320 rows under write load, on every search. This reads each
+    batch's partitions once and its vectors as one array.
+    """
+    with memtable._lock:
+        batches = tuple(memtable._insert_batches)
+        entries = list(memtable._pk_index.items())
+    columns = [batch.column(field) for batch in batches]
+    if any(
+        not pa.types.is_fixed_size_list(column.type) or not pa.types.is_float32(column.type.value_type)
+        for column in columns
+    ):
+        return None
+    wanted = set(partitions) if partitions is not None else None
+    partition_of = [batch.column("_partition").to_pylist() for batch in batches] if wanted is not None else []
+    pks: list[Any] = []
+    seqs: list[int] = []
+    refs: list[tuple[int, int]] = []
+    for pk, (batch_index, row, seq) in entries:
+        if wanted is not None and partition_of[batch_index][row] not in wanted:
+            continue
+        pks.append(pk)
+        seqs.append(seq)
+        refs.append((batch_index, row))
+    matrices: dict[int, npt.NDArray[np.float32]] = {}
+    for batch_index in {b for b, _ in refs}:
+        column = columns[batch_index]
+        width = column.type.list_size
+        flat = column.values.to_numpy(zero_copy_only=False)[
+            column.offset * width : (column.offset + len(column)) * width
+        ]
+        matrix = np.array(flat, dtype=np.float32).reshape(len(column), width)
+        if column.null_count:
+            matrix[column.is_null().to_numpy(zero_copy_only=False)] = 0.0  # as the engine does
+        matrices[batch_index] = matrix
+    vectors = np.stack([matrices[b][r] for b, r in refs]) if refs else np.zeros((0, 0), dtype=np.float32)
+    table: pa.Table | None = None
+    if include_table:
+        if not refs:
+            table = memtable._data_schema.empty_table()
+        else:
+            offsets = list(itertools.accumulate((b.num_rows for b in batches), initial=0))
+            indices = pa.array([offsets[b] + r for b, r in refs], type=pa.int64())
+            table = pa.Table.from_batches(batches).take(indices)
+            if "_partition" in table.column_names:
+                table = table.drop(["_partition"])
+    return pks, np.asarray(seqs, dtype=np.uint64), vectors, table
+
+
 def _search_ids(
     collection: Collection,
     vectors: Sequence[Sequence[float]],
@@ -131,9 +189,13 @@ def _search_ids(
     memtable = collection._memtable
     wanted = set(partitions) if partitions else None
     sealed = [s for s in segments if s.num_rows > 0 and (wanted is None or s.partition in wanted)]
-    mt_pks, mt_seqs, mt_vectors, _, mt_table = memtable.to_search_snapshot(
-        vector_field=field, partition_names=partitions, include_table=compiled is not None
-    )
+    snapshot = _memtable_snapshot(memtable, field, partitions, include_table=compiled is not None)
+    if snapshot is None:
+        mt_pks, mt_seqs, mt_vectors, _, mt_table = memtable.to_search_snapshot(
+            vector_field=field, partition_names=partitions, include_table=compiled is not None
+        )
+    else:
+        mt_pks, mt_seqs, mt_vectors, mt_table = snapshot
     rows_of: list[dict[Any, int]] = [s.pk_to_row for s in sealed] + [{pk: i for i, pk in enumerate(mt_pks)}]
     seqs: list[npt.NDArray[Any]] = [s.seqs for s in sealed] + [mt_seqs]
     pks: list[Sequence[Any]] = [s.pks for s in sealed] + [mt_pks]
