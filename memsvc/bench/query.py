@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.cpu import CpuBreakdown, process_tree_cpu
+from memsvc.bench.cpu import CpuBreakdown, ms_per_unit, process_tree_cpu
 from memsvc.bench.harness import (
     QUERY_MODES,
     BenchServer,
@@ -142,8 +142,7 @@ def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
         ordered = [s for s in STAGES if s in cpu.stages] + sorted(s for s in cpu.stages if s not in STAGES)
         stages = {s: per_query(cpu.stages[s]) for s in ordered}
         stages["outside the stages"] = per_query(cpu.seconds - sum(cpu.stages.values()))
-    threads = {group: per_query(s) for group, s in sorted(cpu.threads.items(), key=lambda kv: -kv[1])}
-    return {"total": per_query(cpu.seconds), "threads": threads, "stages": stages}
+    return {"total": per_query(cpu.seconds), "threads": ms_per_unit(cpu.threads, cpu.queries), "stages": stages}
 
 
 def latency_fields(summary: LatencySummary) -> dict[str, Any]:

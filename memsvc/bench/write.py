@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.cpu import ThreadCpu
+from memsvc.bench.cpu import ThreadCpu, ms_per_unit
 from memsvc.bench.harness import BenchServer, load_memories, machine, user_ids
 from memsvc.bench.synthetic import memory_texts
 
@@ -34,14 +34,6 @@ def embedding_floor(bench: BenchServer, texts: list[str], batch: int) -> float:
         else:
             bench.loop.run(embedder.embed(chunk))
     return time.perf_counter() - started
-
-
-def cpu_per_memory(threads: dict[str, float], memories: int) -> dict[str, Any]:
-    def per_memory(seconds: float) -> float:
-        return round(seconds * 1000 / memories, 3) if memories else 0.0
-
-    ordered = sorted(threads.items(), key=lambda kv: -kv[1])
-    return {"total": per_memory(sum(threads.values())), "threads": {g: per_memory(s) for g, s in ordered}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
         "floor_memories_per_s": round(floor_rate, 1),
         "ratio": round(floor_rate / load.rate, 3) if load.rate > 0 else None,
         # Server CPU per memory written, by thread group, over the load (the settle excluded).
-        "server_cpu_ms_per_memory": cpu_per_memory(cpu_threads, load.memories),
+        "server_cpu_ms_per_memory": {
+            "total": round(sum(cpu_threads.values()) * 1000 / load.memories, 3) if load.memories else 0.0,
+            "threads": ms_per_unit(cpu_threads, load.memories),
+        },
         "memories": load.memories,
         "seconds": round(load.seconds, 3),
         "settle_s": round(settle_s, 3),

@@ -108,7 +108,7 @@ def _memtable_snapshot(
 ) -> tuple[list[Any], npt.NDArray[Any], npt.NDArray[np.float32], pa.Table | None] | None:
     """`MemTable.to_search_snapshot` (version 3.2) of a dense float field: the latest rows' ids,
     seqs, vectors and, with `include_table`, their columns for a filter; the same rows in the
-    same order. None for a vector column it does not read (the engine's own snapshot answers).
+    same order. None for a vector column it does not read (the engine's own search answers).
 
     The engine reads each row's partition and vector as Python objects, one Arrow scalar at a
     time: 3.4 ms for a memtable of 320 rows under write load, on every search. This reads each
@@ -168,7 +168,7 @@ def _search_ids(
     params: dict[str, Any] | None,
 ) -> list[list[dict[str, Any]]] | None:
     """`Collection.search` of a dense COSINE field for ids and distances only, or None where the
-    engine's own search must answer (a source holding an id twice).
+    engine's own search must answer (a source holding an id twice, a vector column not of float32).
 
     The engine's search (version 3.2) costs memsvc most of its time in Python, per row of the
     partition and per hit: it walks every row twice to find each id's latest version and its
@@ -191,11 +191,8 @@ def _search_ids(
     sealed = [s for s in segments if s.num_rows > 0 and (wanted is None or s.partition in wanted)]
     snapshot = _memtable_snapshot(memtable, field, partitions, include_table=compiled is not None)
     if snapshot is None:
-        mt_pks, mt_seqs, mt_vectors, _, mt_table = memtable.to_search_snapshot(
-            vector_field=field, partition_names=partitions, include_table=compiled is not None
-        )
-    else:
-        mt_pks, mt_seqs, mt_vectors, mt_table = snapshot
+        return None
+    mt_pks, mt_seqs, mt_vectors, mt_table = snapshot
     rows_of: list[dict[Any, int]] = [s.pk_to_row for s in sealed] + [{pk: i for i, pk in enumerate(mt_pks)}]
     seqs: list[npt.NDArray[Any]] = [s.seqs for s in sealed] + [mt_seqs]
     pks: list[Sequence[Any]] = [s.pks for s in sealed] + [mt_pks]
