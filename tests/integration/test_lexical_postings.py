@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sqlite3
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import apsw
 import pytest
 
 from memsvc.domain.models import (
@@ -25,10 +27,12 @@ from memsvc.memories.indexer import LexicalWriter
 from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import Bm25, LexicalDoc
 from memsvc.stores.lexical.postgres import PostgresLexicalIndex
+from memsvc.stores.lexical.sql import bm25_sql
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.postgres import PostgresRecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.sql import Program, q
+from memsvc.stores.sqlite_threads import SqliteDialect
 from tests.backends import fresh_schema
 
 pytestmark = pytest.mark.integration
@@ -134,6 +138,24 @@ def test_bm25_summed_in_sql_matches_the_formula(stores: Stores) -> None:
     # A repeated query term counts twice.
     assert dict(stores.search(ALICE, {2: 2}))[a] == pytest.approx(2 * bm25(1, 1, 3, 3, avgdl))
     assert stores.run(stores.lexical.stats(ALICE)) == (3, 9)
+
+
+def test_bm25_weighs_the_query_terms_once_per_search_on_old_and_new_sqlite(tmp_path: Path) -> None:
+    """The namespace's statistics and each query term's weight are computed once, not again for
+    every posting: on the system's SQLite and on the newest (apsw's own build), whose planner
+    folds a CTE that is read twice into the join unless the statement says otherwise."""
+    path = tmp_path / "memsvc.db"
+    Stores(path).close()  # the schema, as the migrations leave it
+    sql = SqliteDialect.native(bm25_sql(3, "", active_only=True))
+    params = (1, 1, 2, 1, 3, 1, 1.2, 0.75, "ns", "ns", "ns", 10)
+    with sqlite3.connect(path) as system:
+        plans = {sqlite3.sqlite_version: [r[3] for r in system.execute(f"EXPLAIN QUERY PLAN {sql}", params)]}
+    newest = apsw.Connection(str(path))
+    plans[apsw.sqlite_lib_version()] = [r[3] for r in newest.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+    newest.close()
+    assert len(plans) == 2, "apsw should bring a SQLite of its own, newer than the system's"
+    for version, plan in plans.items():
+        assert {"MATERIALIZE st", "MATERIALIZE w"} <= set(plan), (version, plan)
 
 
 def test_coverage_is_the_share_of_the_query_idf_weight_a_memory_holds(stores: Stores) -> None:
