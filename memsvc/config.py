@@ -130,7 +130,11 @@ class Settings(BaseSettings):
     # Caches and bookkeeping
     result_cache_ttl_s: float = 300.0
     result_cache_entries: int = 10_000
-    bookkeeping_flush_interval_ms: float = 50.0
+    # Recall events and usage counts are written in one transaction per interval. On SQLite each
+    # write makes every other connection, in every worker, drop its page cache, so the reads after
+    # it go back to the file: once a second costs the served queries about 3 % less CPU than
+    # every 50 ms (docs/performance.md), and usage signals lag the reply by at most that much.
+    bookkeeping_flush_interval_ms: float = 1000.0
     reconcile_interval_s: float = 30.0
     reconcile_min_age_s: float = 5.0
     index_flush_delay_s: float = 1.0

@@ -360,7 +360,7 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
 
 def usage_written(ask: QueryFn, bench: BenchServer) -> QueryFn:
     """`ask`, then the question's recall events written before the next question is asked, as a
-    steady flow of queries has them. Left to the periodic flush (every 50 ms), a question saw the
+    steady flow of queries has them. Left to the periodic flush (every second), a question saw the
     usage an earlier one left or not, by timing, and runs of the same code differed."""
 
     def query(user: str, text: str, mode: str) -> tuple[list[str], int]:
