@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import sqlite3
 from collections.abc import Coroutine, Iterator
@@ -148,11 +149,10 @@ def test_bm25_weighs_the_query_terms_once_per_search_on_old_and_new_sqlite(tmp_p
     Stores(path).close()  # the schema, as the migrations leave it
     sql = SqliteDialect.native(bm25_sql(3, "", active_only=True))
     params = (1, 1, 2, 1, 3, 1, 1.2, 0.75, "ns", "ns", "ns", 10)
-    with sqlite3.connect(path) as system:
+    with contextlib.closing(sqlite3.connect(path)) as system:
         plans = {sqlite3.sqlite_version: [r[3] for r in system.execute(f"EXPLAIN QUERY PLAN {sql}", params)]}
-    newest = apsw.Connection(str(path))
-    plans[apsw.sqlite_lib_version()] = [r[3] for r in newest.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
-    newest.close()
+    with contextlib.closing(apsw.Connection(str(path))) as newest:
+        plans[apsw.sqlite_lib_version()] = [r[3] for r in newest.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
     assert len(plans) == 2, "apsw should bring a SQLite of its own, newer than the system's"
     for version, plan in plans.items():
         assert {"MATERIALIZE st", "MATERIALIZE w"} <= set(plan), (version, plan)
