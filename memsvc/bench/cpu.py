@@ -144,11 +144,15 @@ class ThreadCpu:
         return groups
 
 
+def ms_per(seconds: float, units: int) -> float:
+    """CPU milliseconds per unit of work (a query, a memory written); 0 without any."""
+    return round(seconds * 1000 / units, 3) if units else 0.0
+
+
 def ms_per_unit(seconds_by_group: dict[str, float], units: int) -> dict[str, float]:
-    """CPU milliseconds per unit of work (a query, a memory written) of each thread group,
-    largest first."""
+    """`ms_per` of each thread group, largest first."""
     ordered = sorted(seconds_by_group.items(), key=lambda kv: -kv[1])
-    return {group: round(seconds * 1000 / units, 3) if units else 0.0 for group, seconds in ordered}
+    return {group: ms_per(seconds, units) for group, seconds in ordered}
 
 
 def group_of(thread_name: str | None) -> str:

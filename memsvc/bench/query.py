@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.cpu import CpuBreakdown, ms_per_unit, process_tree_cpu
+from memsvc.bench.cpu import CpuBreakdown, ms_per, ms_per_unit, process_tree_cpu
 from memsvc.bench.harness import (
     QUERY_MODES,
     BenchServer,
@@ -134,15 +134,13 @@ def cpu_per_query(cpu: CpuBreakdown, concurrency: int) -> dict[str, Any]:
     if not cpu.queries:
         return {"total": 0.0, "threads": {}, "stages": {}}
 
-    def per_query(seconds: float) -> float:
-        return round(seconds * 1000 / cpu.queries, 3)
-
     stages: dict[str, float] = {}
     if concurrency == 1 and cpu.stages:
         ordered = [s for s in STAGES if s in cpu.stages] + sorted(s for s in cpu.stages if s not in STAGES)
-        stages = {s: per_query(cpu.stages[s]) for s in ordered}
-        stages["outside the stages"] = per_query(cpu.seconds - sum(cpu.stages.values()))
-    return {"total": per_query(cpu.seconds), "threads": ms_per_unit(cpu.threads, cpu.queries), "stages": stages}
+        stages = {s: ms_per(cpu.stages[s], cpu.queries) for s in ordered}
+        stages["outside the stages"] = ms_per(cpu.seconds - sum(cpu.stages.values()), cpu.queries)
+    threads = ms_per_unit(cpu.threads, cpu.queries)
+    return {"total": ms_per(cpu.seconds, cpu.queries), "threads": threads, "stages": stages}
 
 
 def latency_fields(summary: LatencySummary) -> dict[str, Any]:
@@ -255,11 +253,11 @@ def run_against(args: argparse.Namespace) -> int:
     )
     summary = LatencySummary.of(result)
     calls = len(warmup) + len(result.samples)
-    cpu_ms = (process_tree_cpu(args.server_pid) - before) * 1000 / calls if args.server_pid and calls else None
+    cpu_ms = ms_per(process_tree_cpu(args.server_pid) - before, calls) if args.server_pid and calls else None
     data: dict[str, Any] = {
         "address": args.address,
         **latency_fields(summary),
-        "server_cpu_ms_per_query": None if cpu_ms is None else round(cpu_ms, 3),
+        "server_cpu_ms_per_query": cpu_ms,
         "users": args.users,
         "concurrency": args.concurrency,
         "mode": args.mode,

@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.cpu import ThreadCpu, ms_per_unit
+from memsvc.bench.cpu import ThreadCpu, ms_per, ms_per_unit
 from memsvc.bench.harness import BenchServer, load_memories, machine, user_ids
 from memsvc.bench.synthetic import memory_texts
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         "ratio": round(floor_rate / load.rate, 3) if load.rate > 0 else None,
         # Server CPU per memory written, by thread group, over the load (the settle excluded).
         "server_cpu_ms_per_memory": {
-            "total": round(sum(cpu_threads.values()) * 1000 / load.memories, 3) if load.memories else 0.0,
+            "total": ms_per(sum(cpu_threads.values()), load.memories),
             "threads": ms_per_unit(cpu_threads, load.memories),
         },
         "memories": load.memories,
