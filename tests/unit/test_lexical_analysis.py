@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import pytest
 import snowballstemmer  # type: ignore[import-untyped]
 
+from memsvc.stores.lexical import analysis
 from memsvc.stores.lexical.analysis import Analyzer, TermHasher
 
 
@@ -36,6 +38,23 @@ def test_term_ids_are_keyed_per_tenant_and_stable() -> None:
     other_key = TermHasher(lambda p: derive("other" + p))
     assert other_key.term_id("acme", "genmaicha") != hasher.term_id("acme", "genmaicha")
     assert -(2**63) <= hasher.term_id("acme", "x") < 2**63
+
+
+def test_remembered_term_ids_are_the_hmac_and_stay_so_when_the_memory_starts_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(analysis, "_REMEMBERED_TERM_IDS", 3)
+    hasher = TermHasher(derive)
+    words = [f"word{i}" for i in range(8)]
+
+    def expected(tenant: str, term: str) -> int:
+        digest = hmac.new(derive(f"lexical|{tenant}"), term.encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    for _ in range(2):  # the second round reads what the first remembered, past several resets
+        for tenant in ("acme", "globex"):
+            assert [hasher.term_id(tenant, w) for w in words] == [expected(tenant, w) for w in words]
+    assert len(hasher._ids) <= 3
 
 
 def test_bag_counts_terms_and_carries_no_text() -> None:

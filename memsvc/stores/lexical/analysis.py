@@ -93,6 +93,11 @@ class TermBag:
 # a control character): the namespace's postings tell who spoke without holding any plaintext.
 _SPEAKER_MARK = "\x00speaker\x00"
 
+# Most of any text is a vocabulary's common words: their ids are remembered (up to this many, about
+# 10 MB), so a word is hashed once, not again in every memory and query it occurs in. An HMAC costs
+# 3.6 us, most of a query's 58 us of analysis (docs/performance.md).
+_REMEMBERED_TERM_IDS = 65_536
+
 
 class TermHasher:
     """Keyed term ids per tenant: HMAC-SHA256 under a subkey, truncated to a signed 64-bit int."""
@@ -101,6 +106,7 @@ class TermHasher:
         self._derive = derive
         self._analyzer = analyzer or Analyzer()
         self._keys: dict[str, bytes] = {}
+        self._ids: dict[tuple[str, str], int] = {}
 
     def _key(self, tenant: str) -> bytes:
         key = self._keys.get(tenant)
@@ -110,8 +116,15 @@ class TermHasher:
         return key
 
     def term_id(self, tenant: str, term: str) -> int:
+        known = self._ids.get((tenant, term))
+        if known is not None:
+            return known
         digest = hmac.new(self._key(tenant), term.encode(), hashlib.sha256).digest()
-        return int.from_bytes(digest[:8], "big", signed=True)
+        term_id = int.from_bytes(digest[:8], "big", signed=True)
+        if len(self._ids) >= _REMEMBERED_TERM_IDS:
+            self._ids.clear()  # a full memo starts over: the common words come back first
+        self._ids[(tenant, term)] = term_id
+        return term_id
 
     def speaker_ids(self, tenant: str, name: str) -> list[int]:
         """The marker term ids of a speaker's name, one per term of it ("Mel Jones": two)."""
