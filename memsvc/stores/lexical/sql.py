@@ -26,19 +26,22 @@ def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
     term no memory has weighs the most: a query about something never said covers little.
     Each row also carries the namespace's document count.
 
-    Each query term's weight is computed once (`w`), and the postings are read term by term
-    from it: SQLite keeps a CROSS JOIN's order, so it never scans a namespace's postings to meet
-    the few query terms (other engines plan the joins themselves). The memory rows are joined
-    only for a filter on their columns: whether a memory is active is on its document.
+    Everything that depends only on the query term (its IDF, BM25's constants, the query's
+    whole weight) is computed once per term, in `w` and `tw`, and the postings are read term by
+    term from `tw`: SQLite keeps a CROSS JOIN's order, so it never scans a namespace's postings
+    to meet the few query terms (other engines plan the joins themselves). Each posting then
+    joins only its document (and the memory row, for a filter on its columns: whether a memory
+    is active is on its document). Joining the one-row statistics, parameters and weight to
+    every posting instead cost 5 % more instructions a search (docs/performance.md).
 
-    `st` and `w` are computed once (MATERIALIZED), as PostgreSQL and SQLite up to 3.40 do for a
-    CTE read twice. Newer SQLite (3.46, Debian 13's, which the `python:3.11-slim` image now
-    builds on) folds them into the join instead and looks up the namespace's statistics and
+    `st`, `w` and `tw` are computed once (MATERIALIZED), as PostgreSQL and SQLite up to 3.40 do
+    for a CTE read twice. Newer SQLite (3.46, Debian 13's, which the `python:3.11-slim` image
+    now builds on) folds them into the join instead and looks up the namespace's statistics and
     the term's weight again for every posting: 435 against 303 us a search on the bench store.
     """
     ph = "%s"
     values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
-    conditions = [f"p.ns = {ph}", "p.term = w.term", "d.memory_id = p.memory_id"]
+    conditions = [f"p.ns = {ph}", "p.term = tw.term", "d.memory_id = p.memory_id"]
     if active_only:
         conditions.append("d.active = 1")
     rows = ""
@@ -53,14 +56,17 @@ def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
         "df AS (SELECT term, COUNT(*) AS n FROM lexical_postings "
         f"WHERE ns = {ph} AND term IN (SELECT term FROM q) GROUP BY term), "
         "w AS MATERIALIZED (SELECT q.term, "
-        "q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5)) AS idf "
-        "FROM q CROSS JOIN st LEFT JOIN df ON df.term = q.term), "
-        "qw AS (SELECT SUM(idf) AS weight FROM w) "
-        "SELECT p.memory_id, SUM(w.idf * p.tf * (params.k1 + 1) "
-        "/ (p.tf + params.k1 * (1 - params.b + params.b * d.length / st.avgdl))) AS score, "
-        "SUM(w.idf) / MAX(qw.weight) AS coverage, MAX(st.docs) AS docs "
-        f"FROM w CROSS JOIN lexical_postings p CROSS JOIN lexical_docs d {rows}"
-        "CROSS JOIN st CROSS JOIN params CROSS JOIN qw "
+        "q.qtf * ln(1.0 + (st.docs - COALESCE(df.n, 0) + 0.5) / (COALESCE(df.n, 0) + 0.5)) AS idf, "
+        "params.k1 + 1 AS k1_1, params.k1 * (1 - params.b) AS k1_fixed, "
+        "params.k1 * params.b / st.avgdl AS k1_per_term, "
+        "st.docs AS docs "
+        "FROM q CROSS JOIN st CROSS JOIN params LEFT JOIN df ON df.term = q.term), "
+        # BM25 of a posting: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)).
+        "tw AS MATERIALIZED (SELECT term, idf, idf * k1_1 AS idf_k1_1, k1_fixed, k1_per_term, docs, "
+        "(SELECT SUM(idf) FROM w) AS weight FROM w) "
+        "SELECT p.memory_id, SUM(tw.idf_k1_1 * p.tf / (p.tf + tw.k1_fixed + tw.k1_per_term * d.length)) AS score, "
+        "SUM(tw.idf) / MAX(tw.weight) AS coverage, MAX(tw.docs) AS docs "
+        f"FROM tw CROSS JOIN lexical_postings p CROSS JOIN lexical_docs d {rows}"
         f"WHERE {' AND '.join(conditions)} "
         "GROUP BY p.memory_id ORDER BY score DESC, p.memory_id LIMIT " + ph
     )

@@ -69,6 +69,14 @@ _POSTGRES_LEXICAL_DOCS_ACTIVE: Migration = (
     ),
 )
 
+# A lexical search looks up every posting's document for its length and whether it is active:
+# with both in an index on the memory id, that is one B-tree descent instead of two (the id's
+# index, then the row). 9 % fewer instructions a search on SQLite (docs/performance.md).
+_LEXICAL_DOCS_COVERING: Migration = (
+    9,
+    ("CREATE INDEX lexical_docs_search ON lexical_docs (memory_id, active, length)",),
+)
+
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -280,6 +288,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _RECALL_EVENTS_INDEXES,
     _derivation_root("BLOB"),
     _SQLITE_LEXICAL_DOCS_ACTIVE,
+    _LEXICAL_DOCS_COVERING,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -507,4 +516,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _RECALL_EVENTS_INDEXES,
     _derivation_root("BYTEA"),
     _POSTGRES_LEXICAL_DOCS_ACTIVE,
+    _LEXICAL_DOCS_COVERING,
 )
