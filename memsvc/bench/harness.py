@@ -307,6 +307,9 @@ class Sample:
 class DriveResult:
     samples: list[Sample] = field(default_factory=list)
     seconds: float = 0.0
+    # The client process's own CPU over the warm-up and the measured calls: on one machine the
+    # load generator spends some of the cores the server would otherwise have.
+    client_cpu_s: float = 0.0
 
     @property
     def ok(self) -> list[Sample]:
@@ -353,6 +356,7 @@ def _drive(
         elapsed = (time.perf_counter() - started) * 1000
         return Sample(elapsed, {s.stage: s.duration_ms for s in response.report.stages}, "OK")
 
+    cpu_before = time.process_time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         list(pool.map(lambda r: call(*r), warmup))
         lock = threading.Lock()
@@ -378,7 +382,7 @@ def _drive(
         seconds = time.perf_counter() - started
     for channel in channels:
         channel.close()
-    return DriveResult(out, seconds)
+    return DriveResult(out, seconds, time.process_time() - cpu_before)
 
 
 def drive_queries(

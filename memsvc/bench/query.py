@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--server-pid", type=int, help="with --address: the server's process; its CPU and its workers' is reported"
     )
     parser.add_argument(
+        "--milvus-pid",
+        type=int,
+        help="with --address: the Milvus server's process (and its children) on this machine; its CPU per "
+        "query is reported beside the service's and this client's, the machine's whole cost of a query",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="keep the server's data here; a later run with the same users, memories and seed reuses the load",
@@ -231,6 +237,19 @@ def print_report(data: dict[str, Any], out: Any = None) -> None:
         print(f"  errors   {data['errors']}", file=out)
 
 
+def machine_budget(server_ms: float | None, milvus_ms: float | None, client_ms: float) -> dict[str, float]:
+    """What a query costs the whole machine when the service, Milvus and the load generator
+    share its cores, and the throughput that cost allows them (empty without both servers' CPU)."""
+    if server_ms is None or milvus_ms is None:
+        return {}
+    total = server_ms + milvus_ms + client_ms
+    cores = os.cpu_count() or 1
+    return {
+        "machine_cpu_ms_per_query": round(total, 3),
+        "machine_qps_ceiling": round(cores * 1000 / total, 1) if total > 0 else 0.0,
+    }
+
+
 def run_against(args: argparse.Namespace) -> int:
     """Drive a server someone else started (`--address`): its latency, throughput and, with
     `--server-pid`, the CPU of its process tree per query (warm-up included)."""
@@ -241,6 +260,7 @@ def run_against(args: argparse.Namespace) -> int:
     users = user_ids(args.users)
     warmup, measured = query_requests(users, args.queries, args.embedding_cache, args.seed)
     before = process_tree_cpu(args.server_pid) if args.server_pid else 0.0
+    milvus_before = process_tree_cpu(args.milvus_pid) if args.milvus_pid else 0.0
     result = drive_queries(
         args.address,
         key,
@@ -254,10 +274,15 @@ def run_against(args: argparse.Namespace) -> int:
     summary = LatencySummary.of(result)
     calls = len(warmup) + len(result.samples)
     cpu_ms = ms_per(process_tree_cpu(args.server_pid) - before, calls) if args.server_pid and calls else None
+    milvus_ms = ms_per(process_tree_cpu(args.milvus_pid) - milvus_before, calls) if args.milvus_pid else None
+    client_ms = ms_per(result.client_cpu_s, calls)
     data: dict[str, Any] = {
         "address": args.address,
         **latency_fields(summary),
         "server_cpu_ms_per_query": cpu_ms,
+        "milvus_cpu_ms_per_query": milvus_ms,
+        "client_cpu_ms_per_query": client_ms,
+        **machine_budget(cpu_ms, milvus_ms, client_ms),
         "users": args.users,
         "concurrency": args.concurrency,
         "mode": args.mode,
@@ -271,6 +296,14 @@ def run_against(args: argparse.Namespace) -> int:
     print(latency_line(data))
     if cpu_ms is not None:
         print(f"  server CPU {cpu_ms:.2f} ms per query (process {args.server_pid} and its children)")
+    if milvus_ms is not None:
+        print(f"  Milvus CPU {milvus_ms:.2f} ms per query (process {args.milvus_pid} and its children)")
+    print(f"  client CPU {client_ms:.2f} ms per query (this benchmark's load generator)")
+    if "machine_cpu_ms_per_query" in data:
+        print(
+            f"  the machine's CPU per query {data['machine_cpu_ms_per_query']:.2f} ms (service + Milvus + client): "
+            f"at most {data['machine_qps_ceiling']:.0f} queries/s on its {os.cpu_count()} cores"
+        )
     if summary.errors:
         print(f"  errors   {summary.errors}")
     if args.json:

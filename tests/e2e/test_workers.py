@@ -138,7 +138,8 @@ def test_bench_query_drives_worker_processes_over_a_connection_per_client(
     milvus_server: MilvusServer, tmp_path: Path
 ) -> None:
     """`memsvc bench query --address` measures a server someone started, here two workers on one
-    port: each client thread has its own connection, so both workers serve."""
+    port: each client thread has its own connection, so both workers serve. With the Milvus
+    server's process it reports what a query costs the whole machine."""
     from memsvc.bench.harness import BENCH_DATABASE
     from memsvc.cli import main
 
@@ -164,11 +165,16 @@ def test_bench_query_drives_worker_processes_over_a_connection_per_client(
         out = tmp_path / "driven.json"
         drive = ["bench", "query", "--address", server.address, "--api-key", token, "--users", "2"]
         drive += ["--concurrency", "16", "--queries", "64", "--server-pid", str(server.process.pid)]
+        drive += ["--milvus-pid", str(milvus_server.pid)]
         assert main([*drive, "--json", str(out)]) == 0
         data = json.loads(out.read_text())
         assert data["queries"] == 64 and data["errors"] == {} and data["qps"] > 0
         assert 0 < data["p50_ms"] <= data["p99_ms"]
         assert data["server_cpu_ms_per_query"] > 0  # the supervisor's and both workers' CPU
+        assert data["milvus_cpu_ms_per_query"] > 0 and data["client_cpu_ms_per_query"] > 0
+        machine_ms = data["server_cpu_ms_per_query"] + data["milvus_cpu_ms_per_query"] + data["client_cpu_ms_per_query"]
+        assert data["machine_cpu_ms_per_query"] == pytest.approx(machine_ms, abs=0.002)
+        assert data["machine_qps_ceiling"] == pytest.approx((os.cpu_count() or 1) * 1000 / machine_ms, rel=0.01)
         assert queries_served(metrics_port) > 0 and queries_served(metrics_port + 1) > 0, "both workers answered"
     finally:
         assert server.stop() == 0
