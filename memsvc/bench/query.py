@@ -252,7 +252,8 @@ def machine_budget(server_ms: float | None, milvus_ms: float | None, client_ms: 
 
 def run_against(args: argparse.Namespace) -> int:
     """Drive a server someone else started (`--address`): its latency, throughput and, with
-    `--server-pid`, the CPU of its process tree per query (warm-up included)."""
+    `--server-pid` and `--milvus-pid`, the CPU of their process trees per query; the client's
+    own CPU always (warm-up included in each)."""
     key = args.api_key or os.environ.get("MEMSVC_API_KEY", "")
     if not key:
         print("--address needs --api-key or MEMSVC_API_KEY", file=sys.stderr)

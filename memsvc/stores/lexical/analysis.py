@@ -95,7 +95,7 @@ _SPEAKER_MARK = "\x00speaker\x00"
 
 # Most of any text is a vocabulary's common words: their ids are remembered (up to this many, about
 # 10 MB), so a word is hashed once, not again in every memory and query it occurs in. An HMAC costs
-# 3.6 us, most of a query's 58 us of analysis (docs/performance.md).
+# 3.6 us: a query's analysis took 58 us, and 24.5 with its words remembered (docs/performance.md).
 _REMEMBERED_TERM_IDS = 65_536
 
 
