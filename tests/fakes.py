@@ -94,7 +94,7 @@ class FakeRecordStore:
         row = self.rows.get(memory_id)
         if row is None or row.namespace != namespace:
             return None
-        self.rows[memory_id] = replace(row, confirmation_count=row.confirmation_count + 1, updated_at=now)
+        self.rows[memory_id] = row._replace(confirmation_count=row.confirmation_count + 1, updated_at=now)
         self._add_version(version)
         return self.rows[memory_id]
 
@@ -109,7 +109,7 @@ class FakeRecordStore:
         row = self.rows.get(memory_id)
         if row is None or row.namespace != namespace:
             return None
-        self.rows[memory_id] = replace(row, **changes, updated_at=now, revision=row.revision + 1, indexed=False)
+        self.rows[memory_id] = row._replace(**changes, updated_at=now, revision=row.revision + 1, indexed=False)
         if version is not None:
             self._add_version(version)
         return self.rows[memory_id]
@@ -118,7 +118,7 @@ class FakeRecordStore:
         for ticket in tickets:
             row = self.rows.get(ticket.memory_id)
             if row is not None and row.revision == ticket.revision:
-                self.rows[ticket.memory_id] = replace(row, indexed=True)
+                self.rows[ticket.memory_id] = row._replace(indexed=True)
 
     async def get_data_key(self, namespace: Namespace) -> WrappedDataKey | None:
         return self.data_keys.get(namespace.digest)

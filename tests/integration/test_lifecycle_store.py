@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,7 +96,7 @@ def version(memory_id: str, change: MemoryChange, namespace: Namespace = ALICE, 
 def test_new_columns_round_trip_and_versions_go_with_inserted_rows_only(s: Store) -> None:
     first = row(key="k")
     s(s.store.insert_memories([first], [version(first.id, MemoryChange.CREATE)]))
-    replay = dataclasses.replace(row(key="k"))
+    replay = row(key="k")
     s(s.store.insert_memories([replay], [version(replay.id, MemoryChange.CREATE)]))
     got = s(s.store.fetch_memories(ALICE, [first.id]))[0]
     assert got.expires_at == pytest.approx(first.expires_at)

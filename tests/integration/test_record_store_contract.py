@@ -222,8 +222,7 @@ def test_update_bumps_revision_and_requeues(s: Store) -> None:
             later,
         )
     )
-    assert updated == dataclasses.replace(
-        row,
+    assert updated == row._replace(
         tags=("new",),
         tier=Tier.COLD,
         importance=0.2,

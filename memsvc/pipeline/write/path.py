@@ -256,7 +256,7 @@ class WritePath:
         row = await self._new_row(namespace, item, now, claims)
         if newer:
             successor = max(newer, key=lambda c: c.memory.created_at)
-            row = replace(row, **superseded_changes(row, successor.memory.id, successor.reason))
+            row = row._replace(**superseded_changes(row, successor.memory.id, successor.reason))
         memory = with_plaintext(row, item.content, item.metadata, item.speaker_name, item.index_text)
         return Draft(item, vector, row=row, memory=memory, supersedes=() if newer else contradictions)
 
@@ -294,7 +294,7 @@ class WritePath:
                     )
                 )
         new = [k for k, d in enumerate(drafts) if d.row is not None]
-        rows = [replace(r, confirmation_count=confirmations[k]) for k in new if (r := drafts[k].row) is not None]
+        rows = [r._replace(confirmation_count=confirmations[k]) for k in new if (r := drafts[k].row) is not None]
         # Creates first, so a memory's confirmations number after its creation.
         stored = await deadline.run(self._store.insert_memories(rows, creates + confirms), "the record store")
         memories: dict[int, Memory] = {}

@@ -61,36 +61,37 @@ def memory_from_row(row: Sequence[Any], namespace: Namespace | None = None) -> S
         namespace.environment,
     ):
         namespace = Namespace(row[1], row[2], row[3], row[4])
+    # Positional, in the fields' order: keywords would cost as much again as the tuple.
     return StoredMemory(
-        id=row[0],
-        namespace=namespace,
-        ciphertext=bytes(row[5]),
-        role=_ROLES[row[6]],
-        kind=_KINDS[row[7]],
-        tags=_strings(row[8]),
-        session_id=row[9],
-        importance=float(row[10]),
-        tier=_TIERS[row[11]],
-        created_at=float(row[12]),
-        updated_at=float(row[13]),
-        usage_count=int(row[14]),
-        last_accessed_at=None if last_accessed_at is None else float(last_accessed_at),
-        quality=float(row[16]),
-        consistency=float(row[17]),
-        decay=float(row[18]),
-        retention_status=_STATUSES[row[19]],
-        embedding_version=row[20],
-        superseded_by=row[21],
-        idempotency_key=row[22] or "",
-        indexed=bool(row[23]),
-        revision=int(row[24]),
-        expires_at=None if expires_at is None else float(expires_at),
-        confirmation_count=int(row[26]),
-        score_reasons=orjson.loads(score_reasons) if score_reasons and score_reasons != "{}" else {},
-        vitality=float(row[28]),
-        source_ids=_strings(row[29]),
-        extraction_pending=bool(row[30]),
-        stale=bool(row[31]),
+        row[0],  # id
+        namespace,
+        bytes(row[5]),  # ciphertext
+        _ROLES[row[6]],  # role
+        _KINDS[row[7]],  # kind
+        _strings(row[8]),  # tags
+        row[9],  # session_id
+        float(row[10]),  # importance
+        _TIERS[row[11]],  # tier
+        float(row[12]),  # created_at
+        float(row[13]),  # updated_at
+        int(row[14]),  # usage_count
+        None if last_accessed_at is None else float(last_accessed_at),  # last_accessed_at
+        float(row[16]),  # quality
+        float(row[17]),  # consistency
+        float(row[18]),  # decay
+        _STATUSES[row[19]],  # retention_status
+        row[20],  # embedding_version
+        row[21],  # superseded_by
+        row[22] or "",  # idempotency_key
+        bool(row[23]),  # indexed
+        int(row[24]),  # revision
+        None if expires_at is None else float(expires_at),  # expires_at
+        int(row[26]),  # confirmation_count
+        orjson.loads(score_reasons) if score_reasons and score_reasons != "{}" else {},  # score_reasons
+        float(row[28]),  # vitality
+        _strings(row[29]),  # source_ids
+        bool(row[30]),  # extraction_pending
+        bool(row[31]),  # stale
     )
 
 
