@@ -108,9 +108,11 @@ def utc_from_s(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Memory:
-    """A decrypted memory as the domain sees it. Times are UNIX seconds (UTC)."""
+class Memory(NamedTuple):
+    """A decrypted memory as the domain sees it. Times are UNIX seconds (UTC).
+
+    A NamedTuple, as `StoredMemory`: every result of every query is one. `_replace` changes a
+    copy."""
 
     id: str
     namespace: Namespace
@@ -120,7 +122,7 @@ class Memory:
     tags: tuple[str, ...] = ()
     session_id: str = ""
     importance: float = 0.5
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = MappingProxyType({})
     tier: Tier = Tier.HOT
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -136,7 +138,7 @@ class Memory:
     expires_at: float | None = None
     confirmation_count: int = 1
     # Why each server-owned score has its value, by signal name (importance, quality, ...).
-    score_reasons: Mapping[str, str] = field(default_factory=dict)
+    score_reasons: Mapping[str, str] = MappingProxyType({})
     vitality: float = 1.0
     # The memories this one was derived from (a conversation's turns), oldest first.
     source_ids: tuple[str, ...] = ()

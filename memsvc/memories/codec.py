@@ -31,38 +31,40 @@ def version_aad_id(version_id: str) -> str:
     return f"version:{version_id}"
 
 
-def memory_of(stored: StoredMemory, sealed: SealedContent | None = None) -> Memory:
-    """A stored row as a domain memory; without `sealed`, content and metadata stay empty."""
+def memory_of(stored: StoredMemory, sealed: SealedContent) -> Memory:
+    """A stored row as a domain memory, with its sealed content opened."""
+    # Positional, in the fields' order: every result of every query is built here, and keywords
+    # cost as much again as the tuple.
     return Memory(
-        id=stored.id,
-        namespace=stored.namespace,
-        content=sealed.content if sealed is not None else "",
-        role=stored.role,
-        kind=stored.kind,
-        tags=stored.tags,
-        session_id=stored.session_id,
-        importance=stored.importance,
-        metadata=sealed.metadata if sealed is not None else {},
-        tier=stored.tier,
-        created_at=stored.created_at,
-        updated_at=stored.updated_at,
-        usage_count=stored.usage_count,
-        last_accessed_at=stored.last_accessed_at,
-        quality=stored.quality,
-        consistency=stored.consistency,
-        decay=stored.decay,
-        retention_status=stored.retention_status,
-        embedding_version=stored.embedding_version,
-        superseded_by=stored.superseded_by,
-        idempotency_key=stored.idempotency_key,
-        expires_at=stored.expires_at,
-        confirmation_count=stored.confirmation_count,
-        score_reasons=dict(stored.score_reasons),
-        vitality=stored.vitality,
-        source_ids=stored.source_ids,
-        stale=stored.stale,
-        speaker_name=sealed.speaker_name if sealed is not None else "",
-        index_text=sealed.index_text if sealed is not None else "",
+        stored.id,
+        stored.namespace,
+        sealed.content,
+        stored.role,
+        stored.kind,
+        stored.tags,
+        stored.session_id,
+        stored.importance,
+        sealed.metadata,
+        stored.tier,
+        stored.created_at,
+        stored.updated_at,
+        stored.usage_count,
+        stored.last_accessed_at,
+        stored.quality,
+        stored.consistency,
+        stored.decay,
+        stored.retention_status,
+        stored.embedding_version,
+        stored.superseded_by,
+        stored.idempotency_key,
+        stored.expires_at,
+        stored.confirmation_count,
+        dict(stored.score_reasons),
+        stored.vitality,
+        stored.source_ids,
+        sealed.speaker_name,
+        sealed.index_text,
+        stored.stale,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
@@ -352,7 +352,7 @@ class HistoryService:
                 )
             )
         moved = "" if memory_id == source_id else f" (was {source_id})"
-        imported = replace(m, id=memory_id, namespace=namespace)
+        imported = m._replace(id=memory_id, namespace=namespace)
         versions.append(
             await self._codec.seal_version(
                 memory_id=memory_id,

@@ -161,5 +161,5 @@ def test_a_stale_summary_gives_way_to_its_own_source_turn_in_the_context_block()
     assert "Boston" not in block and "Denver" in block and left_out == 1
     alone, _ = compose_context([summary], 1_000)
     assert "summary, may be outdated] Conversation s1" in alone
-    fresh, _ = compose_context([replace(summary, memory=replace(summary.memory, stale=False)), turn], 1_000)
+    fresh, _ = compose_context([replace(summary, memory=summary.memory._replace(stale=False)), turn], 1_000)
     assert "Boston" in fresh and "Denver" in fresh

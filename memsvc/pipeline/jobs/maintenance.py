@@ -21,7 +21,7 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import (
@@ -251,7 +251,7 @@ class Maintenance:
         memory = await self._codec.open(row)
         idle_days = idle_s / _DAY_S
         version = await self._codec.version_of(
-            replace(memory, tier=tier, decay=decay),
+            memory._replace(tier=tier, decay=decay),
             at=now,
             actor=ACTOR_MAINTENANCE,
             change=MemoryChange.TIER_MOVE,

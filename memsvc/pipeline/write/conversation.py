@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -235,7 +235,7 @@ class ConversationPath:
                 )
             if current.stale:  # rewritten from the session as it is now
                 await deadline.run(self._store.mark_stale(namespace, [current.id], False), "the record store")
-                current = replace(current, stale=False)
+                current = current._replace(stale=False)
             return current
         item = NewMemory(
             content=summary.content,

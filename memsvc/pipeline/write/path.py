@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -34,7 +34,7 @@ from memsvc.domain.models import (
 from memsvc.embeddings.base import Embedder, Vector
 from memsvc.errors import NotFound, PermissionDenied
 from memsvc.memories.changes import NamespaceChanges
-from memsvc.memories.codec import MemoryCodec, memory_of, with_plaintext
+from memsvc.memories.codec import MemoryCodec, with_plaintext
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.validation import (
     Limits,
@@ -285,7 +285,7 @@ class WritePath:
                 assert target is not None
                 confirms.append(
                     await self._codec.version_of(
-                        replace(target, confirmation_count=confirmations[draft.repeats]),
+                        target._replace(confirmation_count=confirmations[draft.repeats]),
                         at=now,
                         actor=principal.key_id,
                         change=MemoryChange.CONFIRM,
@@ -383,7 +383,7 @@ class WritePath:
         self, principal: Principal, existing: Memory, reason: str, now: float, deadline: Deadline
     ) -> Memory | None:
         version = await self._codec.version_of(
-            replace(existing, confirmation_count=existing.confirmation_count + 1),
+            existing._replace(confirmation_count=existing.confirmation_count + 1),
             at=now,
             actor=principal.key_id,
             change=MemoryChange.CONFIRM,
@@ -393,17 +393,9 @@ class WritePath:
         row = await deadline.run(
             self._store.confirm_memory(existing.namespace, existing.id, now, version), "the record store"
         )
-        return (
-            None
-            if row is None
-            else replace(
-                memory_of(row),
-                content=existing.content,
-                metadata=existing.metadata,
-                speaker_name=existing.speaker_name,
-                index_text=existing.index_text,
-            )
-        )
+        if row is None:
+            return None
+        return with_plaintext(row, existing.content, existing.metadata, existing.speaker_name, existing.index_text)
 
     async def _supersede(
         self, principal: Principal, namespace: Namespace, items: Sequence[tuple[Memory, str, str]], now: float
@@ -415,7 +407,7 @@ class WritePath:
         updated: list[tuple[StoredMemory, str]] = []
         for old, successor_id, reason in items:
             changes = superseded_changes(old, successor_id, reason)
-            after = replace(old, retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
+            after = old._replace(retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
             version = await self._codec.version_of(
                 after,
                 at=now,
@@ -492,8 +484,7 @@ class WritePath:
             fields.append("expire_time")
         if changes.source_ids is not None:
             fields.append("source_memory_ids")
-        after = replace(
-            memory,
+        after = memory._replace(
             content=content,
             metadata=metadata,
             tier=memory.tier if changes.tier is None else changes.tier,
