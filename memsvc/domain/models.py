@@ -395,9 +395,9 @@ class RankedMemory:
     sources: tuple[Memory, ...] = ()
 
 
-@dataclass(frozen=True)
-class RecallEvent:
-    """One memory returned by one query, for bookkeeping and re-evaluation."""
+class RecallEvent(NamedTuple):
+    """One memory returned by one query, for bookkeeping and re-evaluation (a NamedTuple: one
+    per result of every query)."""
 
     memory_id: str
     namespace: Namespace

@@ -49,6 +49,6 @@ def test_work_asked_for_after_the_deadline_never_starts() -> None:
         nonlocal started
         started = True
 
-    with pytest.raises(DeadlineExceeded, match="while waiting for the record store"):
+    with pytest.raises(DeadlineExceeded, match="before the record store was asked"):
         asyncio.run(Deadline.after(-1).run(write(), "the record store"))
     assert not started
