@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memsvc.errors import DeadlineExceeded
 
@@ -27,14 +26,14 @@ class Deadline:
     def remaining(self) -> float | None:
         return None if self.expires_at is None else max(0.0, self.expires_at - time.monotonic())
 
-    async def run(self, work: Awaitable[T], what: str) -> T:
+    async def run(self, work: Coroutine[Any, Any, T], what: str) -> T:
         """Await `work` within the time left; a dependency never holds the caller past it, and
         work asked for once none is left never starts."""
         remaining = self.remaining()
         if remaining is None:
             return await work
         if remaining <= 0:
-            _discard(work)
+            work.close()
             raise DeadlineExceeded(f"the deadline passed before {what} was asked")
         try:
             # In the calling task, under a timer: `wait_for` would wrap each call in a task of
@@ -43,11 +42,3 @@ class Deadline:
                 return await work
         except TimeoutError as exc:
             raise DeadlineExceeded(f"the deadline passed while waiting for {what}") from exc
-
-
-def _discard(work: Awaitable[object]) -> None:
-    """Let go of work that will not be awaited: a coroutine closed unstarted, a future cancelled."""
-    if inspect.iscoroutine(work):
-        work.close()
-    elif isinstance(work, asyncio.Future):
-        work.cancel()
