@@ -15,7 +15,7 @@ from typing import Any
 
 from memsvc import eventloop
 from memsvc.config import Settings, load_settings
-from memsvc.domain.models import Permission
+from memsvc.domain.models import MemoryKind, Permission
 from memsvc.pipeline.context import QueryMode
 from memsvc.terminal import RENDERERS, ids_of, render
 
@@ -329,7 +329,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 # `memsvc bench <name>` runs memsvc/bench/<name>.py: `add_arguments(parser)` and `run(args) -> int`.
-BENCHMARKS = ("query", "write", "scaling", "locomo", "load")
+BENCHMARKS = ("query", "write", "scaling", "locomo", "updates", "load")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -398,9 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = client_command("add", "add a memory")
     add.add_argument("content", nargs="+")
     add.add_argument("--tag", action="append")
-    add.add_argument(
-        "--kind", choices=["fact", "preference", "episode", "decision", "summary", "recommendation", "commitment"]
-    )
+    add.add_argument("--kind", choices=[k.value for k in MemoryKind])
     add.add_argument("--role", choices=["user", "assistant", "system"])
     add.add_argument("--session")
     add.add_argument("--importance", type=float)

@@ -38,6 +38,7 @@ from memsvc.pipeline.jobs.maintenance import Maintenance, MaintenancePolicy
 from memsvc.pipeline.jobs.reconcile import Reconciler
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query.bookkeep import BookkeepStage, RecallRecorder
+from memsvc.pipeline.query.current import CurrentTruth
 from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.hydrate import HydrateStage
 from memsvc.pipeline.query.lexical import LexicalRecall
@@ -270,6 +271,7 @@ async def build_components(
         hydrate=HydrateStage(store, codec),
         rank=RankStage(settings.weights, settings.recency_half_life_days, settings.usage_saturation, UsageNorms(store)),
         bookkeep=BookkeepStage(recorder, result_cache),
+        current=CurrentTruth(index),
         result_cache=result_cache,
         lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
         rrf_k=settings.rrf_k,

@@ -87,9 +87,9 @@ def query_lines(response: Message, width: int, now: datetime) -> list[str]:
     for n, r in enumerate(ranked, start=1):
         m = r.get("memory", {})
         why = why_ranked(r.get("score_breakdown", {}))
-        if r.get("context_neighbor"):
-            why = "said next to a match"
         kind = enum_name(m.get("kind", "")) + (" (stale)" if m.get("stale") else "")
+        if m.get("outdated"):
+            kind += " (outdated)"
         rows.append(
             [str(n), f"{float(r.get('score', 0.0)):.2f}", kind, age(m.get("create_time", ""), now), m["content"], why]
         )
@@ -102,6 +102,7 @@ def query_lines(response: Message, width: int, now: datetime) -> list[str]:
     for line, row, r in zip(lines[1:], rows, ranked, strict=True):
         out.append(f"{line.ljust(content_end)}  {row[5]}")
         out += [f"      from: {clip(s.get('content', ''), width - 12)}" for s in r.get("sources", [])]
+        out += [f"      said: {clip(c.get('content', ''), width - 12)}" for c in r.get("context", [])]
     report = response.get("report", {})
     mode = enum_name(report.get("mode", "")) if report.get("mode") else ""
     footer = f"{len(ranked)} result{'s' if len(ranked) != 1 else ''}" + (f", mode {mode}" if mode else "")

@@ -42,6 +42,7 @@ KINDS: dict[int, MemoryKind] = {
     memory_pb2.MEMORY_KIND_SUMMARY: MemoryKind.SUMMARY,
     memory_pb2.MEMORY_KIND_RECOMMENDATION: MemoryKind.RECOMMENDATION,
     memory_pb2.MEMORY_KIND_COMMITMENT: MemoryKind.COMMITMENT,
+    memory_pb2.MEMORY_KIND_INSTRUCTION: MemoryKind.INSTRUCTION,
 }
 TIERS: dict[int, Tier] = {
     memory_pb2.TIER_HOT: Tier.HOT,
@@ -118,7 +119,7 @@ def new_memory(msg: write_service_pb2.NewMemory, field: str) -> NewMemory:
     return NewMemory(
         content=msg.content,
         role=_required(enum_value(ROLES, msg.role, f"{field}.role", Role.USER)),
-        kind=_required(enum_value(KINDS, msg.kind, f"{field}.kind", MemoryKind.FACT)),
+        kind=enum_value(KINDS, msg.kind, f"{field}.kind", None),
         tags=tuple(msg.tags),
         session_id=msg.session_id,
         importance=msg.importance if msg.HasField("importance") else None,
@@ -188,6 +189,7 @@ def query_input(request: query_service_pb2.QueryRequest) -> QueryInput:
         ),
         context_window=request.context_window,
         include_sources=request.include_sources,
+        include_context=request.include_context,
         min_relevance=request.min_relevance if request.HasField("min_relevance") else None,
         token_budget=request.token_budget,
         skip_cache=request.skip_cache,
@@ -228,6 +230,8 @@ def fill_memory(msg: memory_pb2.Memory, m: Memory) -> None:
     msg.source_memory_ids.extend(m.source_ids)
     msg.speaker_name = m.speaker_name
     msg.stale = m.stale
+    msg.outdated = m.outdated
+    msg.acknowledgement = m.acknowledgement
     if m.metadata:
         msg.metadata.update(dict(m.metadata))
     if m.last_accessed_at is not None:
@@ -298,6 +302,7 @@ def imported_memory(msg: memory_pb2.Memory, namespace: Namespace, field: str) ->
         vitality=msg.vitality,
         source_ids=tuple(msg.source_memory_ids),
         speaker_name=msg.speaker_name,
+        acknowledgement=msg.acknowledgement,
     )
 
 
@@ -334,6 +339,7 @@ def fill_breakdown(msg: memory_pb2.ScoreBreakdown, b: ScoreBreakdown) -> None:
     msg.lexical_rank = b.lexical_rank
     msg.relevance = b.relevance
     msg.term_coverage = b.term_coverage
+    msg.currency = b.currency
 
 
 def fill_ranked(msg: query_service_pb2.RankedMemory, r: RankedMemory) -> None:
@@ -341,9 +347,10 @@ def fill_ranked(msg: query_service_pb2.RankedMemory, r: RankedMemory) -> None:
     msg.score = r.score
     fill_breakdown(msg.score_breakdown, r.breakdown)
     msg.matched_queries.extend(r.matched_queries)
-    msg.context_neighbor = r.context_neighbor
     for source in r.sources:
         fill_memory(msg.sources.add(), source)
+    for neighbour in r.context:
+        fill_memory(msg.context.add(), neighbour)
 
 
 def fill_report(msg: query_service_pb2.QueryReport, r: QueryReport) -> None:

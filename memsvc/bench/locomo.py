@@ -21,9 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memsvc.bench.harness import QUERY_MODES, BenchServer, percentile
+from memsvc.domain.models import spoken_text
+from memsvc.llm.text import estimate_tokens
 
 GROUPS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 GROUP_ORDER = ("multi-hop", "temporal", "open-domain", "single-hop", "overall")
@@ -31,6 +33,9 @@ GROUP_ORDER = ("multi-hop", "temporal", "open-domain", "single-hop", "overall")
 TURNS_ONLY = "turns-only"
 RECALL_KS = (5, 7, 10, 20)
 HIT_KS = (5, 10)
+# Recall of the results that fit an assistant's prompt budget (tokens, first results first): what
+# filler, repeats and long memories cost.
+TOKEN_BUDGETS = (200, 400)
 LIMIT = 20
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
@@ -140,14 +145,25 @@ class Scores:
     recall: dict[int, float] = field(default_factory=lambda: dict.fromkeys(RECALL_KS, 0.0))
     hit: dict[int, float] = field(default_factory=lambda: dict.fromkeys(HIT_KS, 0.0))
     mrr: float = 0.0
+    within: dict[int, float] = field(default_factory=lambda: dict.fromkeys(TOKEN_BUDGETS, 0.0))
 
-    def add(self, ranked: Sequence[Sequence[str]], evidence: Sequence[str]) -> None:
-        """`ranked`: the turn ids of each returned memory, best first."""
+    def add(self, ranked: Sequence[Sequence[str]], evidence: Sequence[str], tokens: Sequence[int] = ()) -> None:
+        """`ranked`: the turn ids of each returned memory, best first; `tokens`: what each costs
+        in a prompt (none given: every result fits)."""
         wanted = set(evidence)
         self.n += 1
         for k in RECALL_KS:
             found = {d for ids in ranked[:k] for d in ids} & wanted
             self.recall[k] += len(found) / len(wanted)
+        for budget in TOKEN_BUDGETS:
+            used, fit = 0, 0
+            for cost in tokens or [0] * len(ranked):
+                if used + cost > budget:
+                    break
+                used += cost
+                fit += 1
+            found = {d for ids in ranked[:fit] for d in ids} & wanted
+            self.within[budget] += len(found) / len(wanted)
         for k in HIT_KS:
             self.hit[k] += 1.0 if any(d in wanted for ids in ranked[:k] for d in ids) else 0.0
         first = next((i for i, ids in enumerate(ranked) if any(d in wanted for d in ids)), None)
@@ -158,6 +174,7 @@ class Scores:
         out: dict[str, float | int] = {f"recall@{k}": round(self.recall[k] / n, 4) for k in RECALL_KS}
         out.update({f"hit@{k}": round(self.hit[k] / n, 4) for k in HIT_KS})
         out["mrr"] = round(self.mrr / n, 4)
+        out.update({f"recall@{b}tokens": round(self.within[b] / n, 4) for b in TOKEN_BUDGETS})
         out["n"] = self.n
         return out
 
@@ -207,8 +224,17 @@ class ModeUnavailable(Exception):
     """The server does not implement a query mode (yet)."""
 
 
-# (user, question, mode) -> the returned memory ids, and how many the relevance floor dropped.
-QueryFn = Callable[[str, str, str], tuple[list[str], int]]
+class Answer(NamedTuple):
+    """The returned memory ids, best first; how many the relevance floor dropped; and what each
+    result costs an assistant's prompt, in tokens."""
+
+    ids: list[str]
+    dropped: int
+    tokens: list[int]
+
+
+# (user, question, mode) -> the answer
+QueryFn = Callable[[str, str, str], Answer]
 
 
 @dataclass(frozen=True)
@@ -297,15 +323,15 @@ def evaluate(
             for loaded in conversations:
                 for q in loaded.conversation.questions:
                     started = time.perf_counter()
-                    ids, dropped = query(loaded.user, q.text, mode)
+                    ids, dropped, tokens = query(loaded.user, q.text, mode)
                     result.latencies_ms.append((time.perf_counter() - started) * 1000)
                     result.dropped_below_relevance.append(dropped)
                     ranked = [list(loaded.evidence_of.get(i, ())) for i in ids]
-                    result.groups[GROUPS[q.category]].add(ranked, q.evidence)
-                    result.groups["overall"].add(ranked, q.evidence)
+                    result.groups[GROUPS[q.category]].add(ranked, q.evidence, tokens)
+                    result.groups["overall"].add(ranked, q.evidence, tokens)
                     # The same answer with no credit for derived memories: what the turns alone found.
                     turns_only = [ids_ if i in loaded.turn_ids else [] for i, ids_ in zip(ids, ranked, strict=True)]
-                    result.groups[TURNS_ONLY].add(turns_only, q.evidence)
+                    result.groups[TURNS_ONLY].add(turns_only, q.evidence, tokens)
                 progress(f"{mode}: {loaded.conversation.name} done")
         except ModeUnavailable as exc:
             skipped[mode] = str(exc)
@@ -319,13 +345,15 @@ def format_table(mode: str, result: ModeResult) -> str:
     lines = [
         f"{mode.upper()}  latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, "
         f"{result.as_dict()['dropped_below_relevance_per_query']} results per query below the relevance floor",
-        f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}",
+        f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}"
+        f"  {'R@200t':>6} {'R@400t':>6}",
     ]
     for g in (*GROUP_ORDER, TURNS_ONLY):
         d = result.groups[g].as_dict()
         lines.append(
             f"  {g:<12} {d['n']:>4}  {d['recall@5']:>6.3f} {d['recall@7']:>6.3f} {d['recall@10']:>6.3f} "
             f"{d['recall@20']:>6.3f}  {d['hit@5']:>6.3f} {d['hit@10']:>6.3f}  {d['mrr']:>6.3f}"
+            f"  {d['recall@200tokens']:>6.3f} {d['recall@400tokens']:>6.3f}"
         )
     return "\n".join(lines)
 
@@ -337,7 +365,7 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
 
     floor = {} if min_relevance is None else {"min_relevance": min_relevance}
 
-    def query(user: str, text: str, mode: str) -> tuple[list[str], int]:
+    def query(user: str, text: str, mode: str) -> Answer:
         try:
             response = client.query(
                 user,
@@ -353,7 +381,9 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
                 raise ModeUnavailable(f"UNIMPLEMENTED: {exc.message}") from exc
             raise
         dropped = int(response.get("report", {}).get("dropped_below_relevance", 0))
-        return [m["memory"]["id"] for m in response.get("memories", [])], dropped
+        memories = [r["memory"] for r in response.get("memories", [])]
+        tokens = [estimate_tokens(spoken_text(m.get("content", ""), m.get("speaker_name", ""))) for m in memories]
+        return Answer([m["id"] for m in memories], dropped, tokens)
 
     return query
 
@@ -363,7 +393,7 @@ def usage_written(ask: QueryFn, bench: BenchServer) -> QueryFn:
     steady flow of queries has them. Left to the periodic flush (every second), a question saw the
     usage an earlier one left or not, by timing, and runs of the same code differed."""
 
-    def query(user: str, text: str, mode: str) -> tuple[list[str], int]:
+    def query(user: str, text: str, mode: str) -> Answer:
         answer = ask(user, text, mode)
         bench.loop.run(bench.components.recorder.flush())
         return answer

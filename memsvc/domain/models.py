@@ -33,6 +33,8 @@ class MemoryKind(StrEnum):
     SUMMARY = "summary"
     RECOMMENDATION = "recommendation"
     COMMITMENT = "commitment"
+    # How the user wants the assistant to behave: the user's interaction contract.
+    INSTRUCTION = "instruction"
 
 
 class Tier(StrEnum):
@@ -149,6 +151,14 @@ class Memory(NamedTuple):
     index_text: str = ""
     # A session summary that may state what is no longer true (see StoredMemory.stale).
     stale: bool = False
+    # A conversation turn that only acknowledges or reacts (see StoredMemory.acknowledgement).
+    acknowledgement: bool = False
+
+    @property
+    def outdated(self) -> bool:
+        """What the memory states was replaced: it was superseded, or it is a turn whose
+        extracted memory was (`superseded_by` names the newer memory either way)."""
+        return bool(self.superseded_by)
 
     @property
     def lexical_text(self) -> str:
@@ -197,6 +207,13 @@ class StoredMemory(NamedTuple):
     extraction_pending: bool = False
     # A session summary quoting turns whose extracted memories were since superseded or deleted.
     stale: bool = False
+    # A conversation turn that only acknowledges or reacts ("Good to know!") and states nothing:
+    # never a result of its own, only context of the turn it answers.
+    acknowledgement: bool = False
+
+    @property
+    def outdated(self) -> bool:
+        return bool(self.superseded_by)
 
 
 @dataclass(frozen=True)
@@ -295,7 +312,8 @@ class NewMemory:
 
     content: str
     role: Role = Role.USER
-    kind: MemoryKind = MemoryKind.FACT
+    # None: the write path classifies the content (`memsvc.pipeline.write.kinds`).
+    kind: MemoryKind | None = None
     tags: tuple[str, ...] = ()
     session_id: str = ""
     importance: float | None = None
@@ -309,6 +327,7 @@ class NewMemory:
     speaker_name: str = ""
     index_text: str = ""
     extraction_pending: bool = False
+    acknowledgement: bool = False
 
     @property
     def embedding_text(self) -> str:
@@ -382,6 +401,8 @@ class ScoreBreakdown(NamedTuple):
     relevance: float = 0.0
     # The share of the query's IDF weight among the memory's terms (LexicalHit.coverage).
     term_coverage: float = 0.0
+    # 1, or less for an outdated memory when the query asks about the present: the score's factor.
+    currency: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,9 +411,10 @@ class RankedMemory:
     score: float
     breakdown: ScoreBreakdown
     matched_queries: tuple[str, ...] = ()
-    context_neighbor: bool = False
     # What the memory was derived from, when the query asked for sources.
     sources: tuple[Memory, ...] = ()
+    # The turns around it in its session, oldest first, when the query asked for context.
+    context: tuple[Memory, ...] = ()
 
 
 class RecallEvent(NamedTuple):

@@ -30,6 +30,42 @@ _QUESTION_LEAD = re.compile(
     r"(?:do|does|did|is|are|was|were|can|could|have|has|had)\s+(?:i|you|we)(?:\s+ever)?)\s+",
     re.IGNORECASE,
 )
+# A question about what was true before a change ("where did I live before I moved?", "what did
+# I use to drink?", "which company was I at previously?"). "How old" asks an age.
+_ABOUT_THE_PAST = re.compile(
+    r"\b(?:before|used to|use to|previous(?:ly)?|former(?:ly)?|originally|at first|in the past|back when|"
+    r"back then|(?<!how )old|older|earlier|prior|no longer|any ?more|last time|ex)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_the_past(query: str) -> bool:
+    """Whether `query` asks what was true before a change rather than what is true now."""
+    return bool(_ABOUT_THE_PAST.search(query))
+
+
+_PRESENT_CUE = re.compile(
+    r"\b(?:now|currently|these days|at the moment|nowadays|still|right now|at present|any more|anymore)\b", re.I
+)
+_PRESENT_VERB = re.compile(
+    r"\b(?:is|are|am|do|does|don't|doesn't|have|has|can|should|must)\b|['\u2019](?:s|re|m)\b", re.IGNORECASE
+)
+_PAST_VERB = re.compile(r"\b(?:did|was|were|had|went|used)\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|my|me|mine)\b", re.IGNORECASE)
+
+
+def asks_about_the_present(query: str) -> bool:
+    """Whether `query` asks what holds now: it says so ("What is Jon currently reading?", "...
+    these days?"), or the user asks about their own state in the present tense ("Where do I
+    live?", "What's my rent?"), as an assistant's queries do. Not what happened ("When did I
+    move?"), what held before, or a third person's story told in the present tense."""
+    if asks_about_the_past(query):
+        return False
+    if _PRESENT_CUE.search(query):
+        return True
+    return bool(_FIRST_PERSON.search(query) and _PRESENT_VERB.search(query)) and not _PAST_VERB.search(query)
+
+
 # Cues of a multi-hop question: an entity described by a relation to another one.
 _CHAIN = re.compile(
     r"\b(?:the|a|that)\s+(?:\w+\s){0,2}?(?:person|one|guy|man|woman|friend|people|place|company|restaurant|"

@@ -217,9 +217,26 @@ def sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_BREAK.split(" ".join(text.split())) if s]
 
 
+# A question that opens on what the asker states of themselves ("I'm vegetarian, can you suggest
+# a dinner?", "My dog is 5 and bored, any ideas?"): the clause before the ask is a statement.
+_STATED_BEFORE_ASKING = re.compile(
+    r"^(?P<stated>(?:(?:so|and|but|well|ok|okay|hi|hey)[\s,]+)*(?:I|I'm|I've|I'd|I'll|my|we|we're|we've|our)\b"
+    r"[^?]*?)[,;:.\u2013\u2014-]\s+(?:\w+\s+){0,3}?(?:can|could|would|will|do|does|should|is|are|any|what|how|which|"
+    r"where|when|who|why)\b",
+    re.IGNORECASE,
+)
+
+
 def statements(text: str) -> str:
-    """The text without its questions: what it states. "Wow! What did you paint?" states "Wow!"."""
-    return " ".join(s for s in sentences(text) if not s.endswith("?"))
+    """The text without its questions: what it states. "Wow! What did you paint?" states "Wow!";
+    "I'm vegetarian, can you suggest a dinner?" states "I'm vegetarian"."""
+    out = []
+    for s in sentences(text):
+        if not s.endswith("?"):
+            out.append(s)
+        elif (m := _STATED_BEFORE_ASKING.match(s)) is not None:
+            out.append(m.group("stated"))
+    return " ".join(out)
 
 
 def without_questions_asked_back(text: str) -> str:

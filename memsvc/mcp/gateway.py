@@ -152,7 +152,10 @@ class MemoryGateway:
     async def query(
         self, api_key: str, user_id: str, query: str, mode: str, limit: int
     ) -> query_service_pb2.QueryResponse:
-        request = query_service_pb2.QueryRequest(user_id=user_id, query=query, mode=mode, limit=limit)
+        # The server composes the context block (the user's instructions included) in every mode.
+        request = query_service_pb2.QueryRequest(
+            user_id=user_id, query=query, mode=mode, limit=limit, include_context=True
+        )
         response: query_service_pb2.QueryResponse = await self._call(self._queries.Query, request, api_key)
         return response
 

@@ -25,9 +25,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memsvc import __version__
-from memsvc.domain.models import spoken_text
 from memsvc.mcp.gateway import CallFailed, MemoryGateway, NewTurn
-from memsvc.retrieval.compose import HEADER as CONTEXT_HEADER
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 
 log = logging.getLogger(__name__)
@@ -102,7 +100,7 @@ class Remembered(BaseModel):
 class RecalledMemory(MemoryView):
     score: float = Field(description="The ranking score, in [0, 1].")
     relevance: float = Field(description="How well the memory matches the query on its own, in [0, 1].")
-    neighbor: bool = Field(description="Added as a neighbouring turn of a match rather than matched itself.")
+    outdated: bool = Field(description="A later memory replaced what this one states (history, not the present).")
 
 
 class Recollection(BaseModel):
@@ -168,29 +166,6 @@ def _stored(
 ) -> StoredMemory:
     outcome = _enum_name(write_service_pb2.WriteOutcome, result.outcome, "WRITE_OUTCOME_") if result else "created"
     return StoredMemory(**_view_fields(m), stored_as=stored_as, outcome=outcome, reason=result.reason if result else "")
-
-
-def _context_line(r: query_service_pb2.RankedMemory) -> str:
-    """One memory of a context block, written as the server writes the lines of its own blocks."""
-    m = r.memory
-    kind = (
-        "" if m.kind == memory_pb2.MEMORY_KIND_FACT else f" {_enum_name(memory_pb2.MemoryKind, m.kind, 'MEMORY_KIND_')}"
-    )
-    if m.stale:
-        kind += ", may be outdated"
-    day = m.create_time.ToDatetime(tzinfo=UTC).strftime("%Y-%m-%d")
-    lead = "  ~" if r.context_neighbor else "-"
-    said = spoken_text(m.content, m.speaker_name)
-    return f"{lead} [{day} {_enum_name(memory_pb2.Role, m.role, 'ROLE_')}{kind}] {said.strip()}"
-
-
-def context_block(response: query_service_pb2.QueryResponse) -> str:
-    """The server's composed block (applicability mode), else one composed the same way from the results."""
-    if response.context:
-        return response.context
-    if not response.memories:
-        return ""
-    return "\n".join([CONTEXT_HEADER, *(_context_line(r) for r in response.memories)])
 
 
 # How the request fields of each RPC are named as tool arguments, for the error a tool reports.
@@ -356,13 +331,13 @@ class Tools:
             ctx, lambda key: self.gateway.query(key, user_id, query, f"QUERY_MODE_{mode.upper()}", limit)
         )
         recollection = Recollection(
-            context=context_block(response),
+            context=response.context,
             memories=[
                 RecalledMemory(
                     **_view_fields(r.memory),
                     score=r.score,
                     relevance=r.score_breakdown.relevance,
-                    neighbor=r.context_neighbor,
+                    outdated=r.memory.outdated,
                 )
                 for r in response.memories
             ],

@@ -65,6 +65,7 @@ def memory_of(stored: StoredMemory, sealed: SealedContent) -> Memory:
         sealed.speaker_name,
         sealed.index_text,
         stored.stale,
+        stored.acknowledgement,
     )
 
 

@@ -51,6 +51,8 @@ class QueryInput:
     token_budget: int = 0
     skip_cache: bool = False
     include_sources: bool = False
+    # Compose QueryOutcome.context in any mode (APPLICABILITY always does).
+    include_context: bool = False
     min_relevance: float | None = None  # DIRECT's relevance floor; None: the server's default
 
 
@@ -58,7 +60,7 @@ class QueryInput:
 # cache's namespace, skip_cache only says whether to use the cache, and sources are attached
 # after the cached ranking. Every other field is in the result cache key, so a field added to
 # QueryInput is in it unless it is listed here.
-NOT_IN_RESULT_KEY = frozenset({"user_id", "skip_cache", "include_sources"})
+NOT_IN_RESULT_KEY = frozenset({"user_id", "skip_cache", "include_sources", "include_context"})
 
 
 def result_key(request: QueryInput, limit: int) -> str:
@@ -96,6 +98,10 @@ class QueryPlan:
     request_id: str
     skip_cache: bool
     source: QueryInput
+    # The query asks what holds now ("where do I live?"): outdated memories give way (rank.py) and
+    # of results that answer it alike the newest statement wins (current.py). Not a question
+    # about what held before ("where did I live before I moved?"), which looks for them.
+    about_the_present: bool = False
 
     @property
     def request_key(self) -> str:

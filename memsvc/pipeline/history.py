@@ -332,6 +332,7 @@ class HistoryService:
             confirmation_count=max(1, m.confirmation_count),
             score_reasons=dict(m.score_reasons),
             vitality=m.vitality or 1.0,
+            acknowledgement=m.acknowledgement,
         )
         versions: list[StoredVersion] = []
         for old in sorted(record.versions, key=lambda x: x.version):

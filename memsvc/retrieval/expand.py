@@ -1,4 +1,9 @@
-"""Context expansion: each returned memory brings the turns just before and after it in its session."""
+"""Context expansion: each returned memory brings the turns just before and after it in its session.
+
+The neighbours are attached to the result they accompany (`RankedMemory.context`), never ranked
+beside it: they were not matched, and an acknowledgement that follows a turn is what it looks
+like only next to that turn.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from dataclasses import replace
 from opentelemetry.trace import Tracer
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import RankedMemory, ScoreBreakdown
+from memsvc.domain.models import RankedMemory
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.context import QueryReport, stage_span
 from memsvc.pipeline.query.pipeline import QueryOutcome
@@ -15,7 +20,7 @@ from memsvc.stores.records.base import MemoryRecords
 
 
 class ContextExpander:
-    """One record-store query for all neighbours; a neighbour follows its anchor, oldest first."""
+    """One record-store query for all neighbours, each attached to the result it accompanies."""
 
     def __init__(self, store: MemoryRecords, codec: MemoryCodec, tracer: Tracer) -> None:
         self._store = store
@@ -48,22 +53,25 @@ class ContextExpander:
                     continue
                 opened[row.id] = memory
                 by_session.setdefault(row.session_id, []).append((row.created_at, row.id))
-            returned = {r.memory.id for r in outcome.memories}
-            emitted: set[str] = set()
+            # A neighbour comes once, with the first result it accompanies, and never when it is
+            # a result of its own.
+            emitted = {r.memory.id for r in outcome.memories}
             out: list[RankedMemory] = []
+            attached = 0
             for r in outcome.memories:
-                out.append(r)
-                emitted.add(r.memory.id)
                 if not r.memory.session_id:
+                    out.append(r)
                     continue
                 key = (r.memory.created_at, r.memory.id)
                 session = sorted(by_session.get(r.memory.session_id, []))
                 before = [s for s in session if s < key][-window:]
                 after = [s for s in session if s > key][:window]
+                context = []
                 for _, memory_id in [*before, *after]:
-                    if memory_id in emitted or memory_id in returned:
-                        continue
-                    emitted.add(memory_id)
-                    out.append(RankedMemory(opened[memory_id], r.score, ScoreBreakdown(), (), context_neighbor=True))
-            span.set_attribute("memsvc.context.neighbors", len(out) - len(outcome.memories))
+                    if memory_id not in emitted:
+                        emitted.add(memory_id)
+                        context.append(opened[memory_id])
+                attached += len(context)
+                out.append(replace(r, context=tuple(context)))
+            span.set_attribute("memsvc.context.neighbors", attached)
         return replace(outcome, memories=out)

@@ -16,6 +16,7 @@ from memsvc.pipeline.validation import Violations
 from memsvc.retrieval.auto import choose_mode
 from memsvc.retrieval.base import Strategy
 from memsvc.retrieval.compose import compose_context
+from memsvc.retrieval.contract import ContractReader
 from memsvc.retrieval.expand import ContextExpander
 from memsvc.retrieval.sources import SourceAttacher
 
@@ -55,6 +56,7 @@ class Retrieval:
         strategies: Mapping[QueryMode, Strategy],
         expander: ContextExpander,
         sources: SourceAttacher,
+        contract: ContractReader,
         llm: Llm,
         *,
         max_query_chars: int,
@@ -65,6 +67,7 @@ class Retrieval:
         self._strategies = dict(strategies)
         self._expander = expander
         self._sources = sources
+        self._contract = contract
         self._llm = llm
         self._max_query_chars = max_query_chars
         self._default_token_budget = default_token_budget
@@ -107,12 +110,20 @@ class Retrieval:
             outcome = await self._expander.run(outcome, request.context_window, deadline, report)
         if request.include_sources:
             outcome = await self._sources.run(outcome, deadline, report)
-        if mode is QueryMode.APPLICABILITY:
-            budget = request.token_budget or self._default_token_budget
-            with stage_span(self._pipeline.tracer, report, "compose"):
-                broad = detect_needs(request.query).list_intent
-                context, left_out = compose_context(outcome.memories, budget, broad)
-            if left_out:
-                report.notes.append(f"compose: {left_out} memories left out (near-duplicates or over budget)")
-            outcome = replace(outcome, context=context)
+        if mode is QueryMode.APPLICABILITY or request.include_context:
+            outcome = await self._composed(outcome, request, deadline, report)
         return replace(outcome, report=report)
+
+    async def _composed(
+        self, outcome: QueryOutcome, request: QueryInput, deadline: Deadline, report: QueryReport
+    ) -> QueryOutcome:
+        """The outcome with its context block: the user's instructions, the results and the
+        request's recent turns, within the request's token budget."""
+        instructions = await self._contract.run(outcome.plan.namespace, deadline, report)
+        budget = request.token_budget or self._default_token_budget
+        with stage_span(self._pipeline.tracer, report, "compose"):
+            broad = detect_needs(request.query).list_intent
+            composed = compose_context(outcome.memories, budget, broad, instructions, request.recent_turns)
+        if composed.left_out:
+            report.notes.append(f"compose: {composed.left_out} memories left out (near-duplicates or over budget)")
+        return replace(outcome, context=composed.text)

@@ -10,6 +10,7 @@ from memsvc.pipeline.query.pipeline import QueryPipeline
 from memsvc.retrieval.agent import Agent
 from memsvc.retrieval.applicability import Applicability
 from memsvc.retrieval.base import Strategy
+from memsvc.retrieval.contract import ContractReader
 from memsvc.retrieval.expand import ContextExpander
 from memsvc.retrieval.fusion import Fusion
 from memsvc.retrieval.multi_query import MultiQuery
@@ -55,6 +56,7 @@ def build_retrieval(settings: Settings, pipeline: QueryPipeline, store: MemoryRe
         strategies,
         ContextExpander(store, codec, pipeline.tracer),
         SourceAttacher(store, codec, pipeline.tracer),
+        ContractReader(store, codec, pipeline.tracer),
         llm,
         max_query_chars=settings.max_query_chars,
         default_token_budget=settings.default_token_budget,

@@ -26,27 +26,29 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from memsvc.v1 import memory_pb2 as memsvc_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/query_service.proto\x12\tmemsvc.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\"\x81\x01\n\x10\x43onversationTurn\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04name\x18\x04 \x01(\t\"\xe2\x02\n\x0cQueryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\'\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\"\n\x04mode\x18\x05 \x01(\x0e\x32\x14.memsvc.v1.QueryMode\x12\x1a\n\x12\x61\x64\x64itional_queries\x18\x06 \x03(\t\x12\x31\n\x0crecent_turns\x18\x07 \x03(\x0b\x32\x1b.memsvc.v1.ConversationTurn\x12\x16\n\x0e\x63ontext_window\x18\x08 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\t \x01(\x05\x12\x12\n\nskip_cache\x18\n \x01(\x08\x12\x17\n\x0finclude_sources\x18\x0b \x01(\x08\x12\x1a\n\rmin_relevance\x18\x0c \x01(\x02H\x00\x88\x01\x01\x42\x10\n\x0e_min_relevance\"\xcb\x01\n\x0cRankedMemory\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x32\n\x0fscore_breakdown\x18\x03 \x01(\x0b\x32\x19.memsvc.v1.ScoreBreakdown\x12\x17\n\x0fmatched_queries\x18\x04 \x03(\t\x12\x18\n\x10\x63ontext_neighbor\x18\x05 \x01(\x08\x12\"\n\x07sources\x18\x06 \x03(\x0b\x32\x11.memsvc.v1.Memory\"1\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x01\"\xaa\x03\n\x0bQueryReport\x12\"\n\x04mode\x18\x01 \x01(\x0e\x32\x14.memsvc.v1.QueryMode\x12\x15\n\rselected_tool\x18\x02 \x01(\t\x12\x0f\n\x07queries\x18\x03 \x03(\t\x12\x10\n\x08searches\x18\x04 \x01(\x05\x12\x11\n\tllm_calls\x18\x05 \x01(\x05\x12\x13\n\x0bllm_time_ms\x18\x06 \x01(\x01\x12\x14\n\x0cinput_tokens\x18\x07 \x01(\x05\x12\x15\n\routput_tokens\x18\x08 \x01(\x05\x12&\n\x06stages\x18\t \x03(\x0b\x32\x16.memsvc.v1.StageTiming\x12\x11\n\tcache_hit\x18\n \x01(\x08\x12\x1b\n\x13\x65mbedding_cache_hit\x18\x0b \x01(\x08\x12\x1b\n\x13\x63\x61ndidates_recalled\x18\x0c \x01(\x05\x12\x1d\n\x15\x64ropped_by_importance\x18\r \x01(\x05\x12\x10\n\x08\x64\x65graded\x18\x0e \x01(\x08\x12\r\n\x05notes\x18\x0f \x03(\t\x12\x12\n\nconfidence\x18\x10 \x01(\x02\x12\x1f\n\x17\x64ropped_below_relevance\x18\x11 \x01(\x05\"\x9c\x01\n\rQueryResponse\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.memsvc.v1.RankedMemory\x12\x13\n\x0b\x65xplanation\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12&\n\x06report\x18\x04 \x01(\x0b\x32\x16.memsvc.v1.QueryReport\x12\x0f\n\x07\x63ontext\x18\x05 \x01(\t*\xba\x01\n\tQueryMode\x12\x1a\n\x16QUERY_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11QUERY_MODE_DIRECT\x10\x01\x12\x1a\n\x16QUERY_MODE_MULTI_QUERY\x10\x02\x12\x15\n\x11QUERY_MODE_FUSION\x10\x03\x12\x1c\n\x18QUERY_MODE_APPLICABILITY\x10\x04\x12\x14\n\x10QUERY_MODE_AGENT\x10\x05\x12\x13\n\x0fQUERY_MODE_AUTO\x10\x06\x32J\n\x0cQueryService\x12:\n\x05Query\x12\x17.memsvc.v1.QueryRequest\x1a\x18.memsvc.v1.QueryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmemsvc/v1/query_service.proto\x12\tmemsvc.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memsvc/v1/memory.proto\"\x81\x01\n\x10\x43onversationTurn\x12\x1d\n\x04role\x18\x01 \x01(\x0e\x32\x0f.memsvc.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04name\x18\x04 \x01(\t\"\xfb\x02\n\x0cQueryRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\'\n\x06\x66ilter\x18\x04 \x01(\x0b\x32\x17.memsvc.v1.MemoryFilter\x12\"\n\x04mode\x18\x05 \x01(\x0e\x32\x14.memsvc.v1.QueryMode\x12\x1a\n\x12\x61\x64\x64itional_queries\x18\x06 \x03(\t\x12\x31\n\x0crecent_turns\x18\x07 \x03(\x0b\x32\x1b.memsvc.v1.ConversationTurn\x12\x16\n\x0e\x63ontext_window\x18\x08 \x01(\x05\x12\x14\n\x0ctoken_budget\x18\t \x01(\x05\x12\x12\n\nskip_cache\x18\n \x01(\x08\x12\x17\n\x0finclude_sources\x18\x0b \x01(\x08\x12\x1a\n\rmin_relevance\x18\x0c \x01(\x02H\x00\x88\x01\x01\x12\x17\n\x0finclude_context\x18\r \x01(\x08\x42\x10\n\x0e_min_relevance\"\xf3\x01\n\x0cRankedMemory\x12!\n\x06memory\x18\x01 \x01(\x0b\x32\x11.memsvc.v1.Memory\x12\r\n\x05score\x18\x02 \x01(\x02\x12\x32\n\x0fscore_breakdown\x18\x03 \x01(\x0b\x32\x19.memsvc.v1.ScoreBreakdown\x12\x17\n\x0fmatched_queries\x18\x04 \x03(\t\x12\x1c\n\x10\x63ontext_neighbor\x18\x05 \x01(\x08\x42\x02\x18\x01\x12\"\n\x07sources\x18\x06 \x03(\x0b\x32\x11.memsvc.v1.Memory\x12\"\n\x07\x63ontext\x18\x07 \x03(\x0b\x32\x11.memsvc.v1.Memory\"1\n\x0bStageTiming\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x01\"\xaa\x03\n\x0bQueryReport\x12\"\n\x04mode\x18\x01 \x01(\x0e\x32\x14.memsvc.v1.QueryMode\x12\x15\n\rselected_tool\x18\x02 \x01(\t\x12\x0f\n\x07queries\x18\x03 \x03(\t\x12\x10\n\x08searches\x18\x04 \x01(\x05\x12\x11\n\tllm_calls\x18\x05 \x01(\x05\x12\x13\n\x0bllm_time_ms\x18\x06 \x01(\x01\x12\x14\n\x0cinput_tokens\x18\x07 \x01(\x05\x12\x15\n\routput_tokens\x18\x08 \x01(\x05\x12&\n\x06stages\x18\t \x03(\x0b\x32\x16.memsvc.v1.StageTiming\x12\x11\n\tcache_hit\x18\n \x01(\x08\x12\x1b\n\x13\x65mbedding_cache_hit\x18\x0b \x01(\x08\x12\x1b\n\x13\x63\x61ndidates_recalled\x18\x0c \x01(\x05\x12\x1d\n\x15\x64ropped_by_importance\x18\r \x01(\x05\x12\x10\n\x08\x64\x65graded\x18\x0e \x01(\x08\x12\r\n\x05notes\x18\x0f \x03(\t\x12\x12\n\nconfidence\x18\x10 \x01(\x02\x12\x1f\n\x17\x64ropped_below_relevance\x18\x11 \x01(\x05\"\x9c\x01\n\rQueryResponse\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.memsvc.v1.RankedMemory\x12\x13\n\x0b\x65xplanation\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12&\n\x06report\x18\x04 \x01(\x0b\x32\x16.memsvc.v1.QueryReport\x12\x0f\n\x07\x63ontext\x18\x05 \x01(\t*\xba\x01\n\tQueryMode\x12\x1a\n\x16QUERY_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11QUERY_MODE_DIRECT\x10\x01\x12\x1a\n\x16QUERY_MODE_MULTI_QUERY\x10\x02\x12\x15\n\x11QUERY_MODE_FUSION\x10\x03\x12\x1c\n\x18QUERY_MODE_APPLICABILITY\x10\x04\x12\x14\n\x10QUERY_MODE_AGENT\x10\x05\x12\x13\n\x0fQUERY_MODE_AUTO\x10\x06\x32J\n\x0cQueryService\x12:\n\x05Query\x12\x17.memsvc.v1.QueryRequest\x1a\x18.memsvc.v1.QueryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memsvc.v1.query_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_QUERYMODE']._serialized_start=1436
-  _globals['_QUERYMODE']._serialized_end=1622
+  _globals['_RANKEDMEMORY'].fields_by_name['context_neighbor']._loaded_options = None
+  _globals['_RANKEDMEMORY'].fields_by_name['context_neighbor']._serialized_options = b'\030\001'
+  _globals['_QUERYMODE']._serialized_start=1501
+  _globals['_QUERYMODE']._serialized_end=1687
   _globals['_CONVERSATIONTURN']._serialized_start=102
   _globals['_CONVERSATIONTURN']._serialized_end=231
   _globals['_QUERYREQUEST']._serialized_start=234
-  _globals['_QUERYREQUEST']._serialized_end=588
-  _globals['_RANKEDMEMORY']._serialized_start=591
-  _globals['_RANKEDMEMORY']._serialized_end=794
-  _globals['_STAGETIMING']._serialized_start=796
-  _globals['_STAGETIMING']._serialized_end=845
-  _globals['_QUERYREPORT']._serialized_start=848
-  _globals['_QUERYREPORT']._serialized_end=1274
-  _globals['_QUERYRESPONSE']._serialized_start=1277
-  _globals['_QUERYRESPONSE']._serialized_end=1433
-  _globals['_QUERYSERVICE']._serialized_start=1624
-  _globals['_QUERYSERVICE']._serialized_end=1698
+  _globals['_QUERYREQUEST']._serialized_end=613
+  _globals['_RANKEDMEMORY']._serialized_start=616
+  _globals['_RANKEDMEMORY']._serialized_end=859
+  _globals['_STAGETIMING']._serialized_start=861
+  _globals['_STAGETIMING']._serialized_end=910
+  _globals['_QUERYREPORT']._serialized_start=913
+  _globals['_QUERYREPORT']._serialized_end=1339
+  _globals['_QUERYRESPONSE']._serialized_start=1342
+  _globals['_QUERYRESPONSE']._serialized_end=1498
+  _globals['_QUERYSERVICE']._serialized_start=1689
+  _globals['_QUERYSERVICE']._serialized_end=1763
 # @@protoc_insertion_point(module_scope)

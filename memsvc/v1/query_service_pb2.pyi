@@ -41,7 +41,7 @@ class ConversationTurn(_message.Message):
     def __init__(self, role: _Optional[_Union[_memory_pb2.Role, str]] = ..., content: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache", "include_sources", "min_relevance")
+    __slots__ = ("user_id", "query", "limit", "filter", "mode", "additional_queries", "recent_turns", "context_window", "token_budget", "skip_cache", "include_sources", "min_relevance", "include_context")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,7 @@ class QueryRequest(_message.Message):
     SKIP_CACHE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SOURCES_FIELD_NUMBER: _ClassVar[int]
     MIN_RELEVANCE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     query: str
     limit: int
@@ -66,23 +67,26 @@ class QueryRequest(_message.Message):
     skip_cache: bool
     include_sources: bool
     min_relevance: float
-    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ..., include_sources: _Optional[bool] = ..., min_relevance: _Optional[float] = ...) -> None: ...
+    include_context: bool
+    def __init__(self, user_id: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filter: _Optional[_Union[_memory_pb2.MemoryFilter, _Mapping]] = ..., mode: _Optional[_Union[QueryMode, str]] = ..., additional_queries: _Optional[_Iterable[str]] = ..., recent_turns: _Optional[_Iterable[_Union[ConversationTurn, _Mapping]]] = ..., context_window: _Optional[int] = ..., token_budget: _Optional[int] = ..., skip_cache: _Optional[bool] = ..., include_sources: _Optional[bool] = ..., min_relevance: _Optional[float] = ..., include_context: _Optional[bool] = ...) -> None: ...
 
 class RankedMemory(_message.Message):
-    __slots__ = ("memory", "score", "score_breakdown", "matched_queries", "context_neighbor", "sources")
+    __slots__ = ("memory", "score", "score_breakdown", "matched_queries", "context_neighbor", "sources", "context")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SCORE_BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
     MATCHED_QUERIES_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_NEIGHBOR_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     score_breakdown: _memory_pb2.ScoreBreakdown
     matched_queries: _containers.RepeatedScalarFieldContainer[str]
     context_neighbor: bool
     sources: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., score_breakdown: _Optional[_Union[_memory_pb2.ScoreBreakdown, _Mapping]] = ..., matched_queries: _Optional[_Iterable[str]] = ..., context_neighbor: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
+    context: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., score_breakdown: _Optional[_Union[_memory_pb2.ScoreBreakdown, _Mapping]] = ..., matched_queries: _Optional[_Iterable[str]] = ..., context_neighbor: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., context: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("stage", "duration_ms")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memsvc.bench.locomo import (
+    Answer,
     Loaded,
     ModeResult,
     ModeUnavailable,
@@ -83,10 +84,10 @@ def test_metrics_and_unimplemented_modes_are_skipped(tmp_path: Path) -> None:
     path.write_text(json.dumps(CONVERSATION))
     c = load_conversation(path)
 
-    def fake(user: str, text: str, mode: str) -> tuple[list[str], int]:
+    def fake(user: str, text: str, mode: str) -> Answer:
         if mode == "agent":
             raise ModeUnavailable("UNIMPLEMENTED: not yet")
-        return ["m1"], 2
+        return Answer(["m1"], 2, [30])
 
     results, skipped = evaluate([Loaded(c, "u", {"m1": ["D1:2"]}, frozenset())], ["direct", "agent"], fake)
     assert list(results) == ["direct"] and skipped == {"agent": "UNIMPLEMENTED: not yet"}
@@ -127,7 +128,18 @@ def test_bench_locomo_through_the_real_service(tmp_path: Path, capsys: pytest.Ca
         "dropped_below_relevance_per_query",
     ]
     assert direct["overall"]["n"] == 3 and direct["open-domain"]["n"] == 0
-    assert set(direct["overall"]) == {"recall@5", "recall@7", "recall@10", "recall@20", "hit@5", "hit@10", "mrr", "n"}
+    assert set(direct["overall"]) == {
+        "recall@5",
+        "recall@7",
+        "recall@10",
+        "recall@20",
+        "hit@5",
+        "hit@10",
+        "mrr",
+        "recall@200tokens",
+        "recall@400tokens",
+        "n",
+    }
     # Six memories, limit 20: everything comes back, so every evidence turn is in the top 20.
     assert direct["overall"]["recall@20"] == 1.0
     # "bassoon" is in one turn only: the hybrid recall puts it first.
@@ -149,9 +161,9 @@ def test_each_question_is_asked_after_the_usage_the_earlier_ones_left_is_written
         client.add("ana", [{"content": "Ana plays the bassoon in a community orchestra."}])
         bench.settle()
         plain = query_with(client)
-        ids, _ = plain("ana", "What instrument does Ana play?", "direct")
+        ids = plain("ana", "What instrument does Ana play?", "direct").ids
         assert ids and int(client.get("ana", ids[0])["memory"].get("usage_count", 0)) == 0
-        ids, _ = usage_written(plain, bench)("ana", "What instrument does Ana play?", "direct")
+        ids = usage_written(plain, bench)("ana", "What instrument does Ana play?", "direct").ids
         # Both questions' recall events are written by the time the second one returns.
         assert int(client.get("ana", ids[0])["memory"]["usage_count"]) == 2
     finally:

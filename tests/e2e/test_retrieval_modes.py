@@ -368,12 +368,14 @@ def test_context_window_adds_session_neighbours(server: RunningServer) -> None:
     plain = query(server, "u1", "When do cherry blossoms peak in Kyoto?", limit=1)
     assert [m.memory.content for m in plain.memories] == [turns[2]]
     expanded = query(server, "u1", "When do cherry blossoms peak in Kyoto?", limit=1, context_window=1)
-    got = [(m.memory.content, m.context_neighbor) for m in expanded.memories]
-    assert got == [(turns[2], False), (turns[1], True), (turns[3], True)]
+    # The neighbours come with the result they accompany, oldest first, not as results.
+    assert [m.memory.content for m in expanded.memories] == [turns[2]]
+    assert [c.content for c in expanded.memories[0].context] == [turns[1], turns[3]]
+    assert not expanded.memories[0].context_neighbor
     wider = query(
         server, "u1", "When do cherry blossoms peak in Kyoto?", limit=1, context_window=2, mode=MODES.QUERY_MODE_FUSION
     )
-    assert sum(m.context_neighbor for m in wider.memories) == 4
+    assert [c.content for c in wider.memories[0].context] == [turns[0], turns[1], turns[3], turns[4]]
 
 
 def test_context_neighbours_obey_the_query_filter(server: RunningServer) -> None:
@@ -395,15 +397,13 @@ def test_context_neighbours_obey_the_query_filter(server: RunningServer) -> None
     )
     ask = "When do cherry blossoms peak in Kyoto?"
     unfiltered = query(server, "u1", ask, limit=1, context_window=1)
-    assert [m.memory.content for m in unfiltered.memories] == [turns[2][0], turns[1][0], turns[3][0]]
+    assert [m.memory.content for m in unfiltered.memories] == [turns[2][0]]
+    assert [c.content for c in unfiltered.memories[0].context] == [turns[1][0], turns[3][0]]
     travel_only = memory_pb2.MemoryFilter(tags_any=["travel"], min_importance=0.0)
     filtered = query(server, "u1", ask, limit=1, context_window=2, filter=travel_only)
     # The work turns beside the anchor are excluded by the filter, not replaced by other turns.
-    assert [(m.memory.content, m.context_neighbor) for m in filtered.memories] == [
-        (turns[2][0], False),
-        (turns[0][0], True),
-        (turns[4][0], True),
-    ]
+    assert [m.memory.content for m in filtered.memories] == [turns[2][0]]
+    assert [c.content for c in filtered.memories[0].context] == [turns[0][0], turns[4][0]]
 
 
 def test_invalid_mode_options_name_the_field(server: RunningServer) -> None:
@@ -541,8 +541,8 @@ def test_modes_use_the_result_cache_and_still_compose_and_expand(server: Running
     assert not first.report.cache_hit and second.report.cache_hit
     assert second.report.searches == 0
     assert [m.memory.id for m in second.memories] == [m.memory.id for m in first.memories]
-    assert [m.context_neighbor for m in second.memories] == [m.context_neighbor for m in first.memories]
-    assert any(m.context_neighbor for m in second.memories)
+    assert [[c.id for c in m.context] for m in second.memories] == [[c.id for c in m.context] for m in first.memories]
+    assert any(m.context for m in second.memories)
     assert second.context == first.context != ""
     assert list(second.memories[0].matched_queries) == list(first.memories[0].matched_queries)
 

@@ -234,6 +234,7 @@ def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) 
         if postgres:
             yield q("DROP FUNCTION memsvc_memory_status_lexical()")
         yield q("ALTER TABLE lexical_docs DROP COLUMN active")
+        yield q("ALTER TABLE memories DROP COLUMN acknowledgement")  # migration 10's
         yield q("DELETE FROM schema_migrations WHERE version >= 8")
         for memory in (archived, active):
             yield q("INSERT INTO lexical_docs (memory_id, ns, length) VALUES (%s, %s, 1)", (memory.id, ALICE.digest))

@@ -6,7 +6,7 @@ import pytest
 
 from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
 from memsvc.llm.needs import detect_needs
-from memsvc.pipeline.query.rank import collapse_derived
+from memsvc.pipeline.query.rank import distinct
 
 NS = Namespace("t", "p", "e", "u")
 
@@ -19,7 +19,7 @@ def ids(results: list[RankedMemory]) -> list[str]:
     return [r.memory.id for r in results]
 
 
-def test_a_turn_below_its_extracted_memory_and_a_summary_below_all_its_sources_move_down() -> None:
+def test_a_turn_below_its_extracted_memory_and_a_summary_below_all_its_sources_are_left_out() -> None:
     order = [
         ranked("fact", "turn1"),
         ranked("turn2"),
@@ -29,12 +29,12 @@ def test_a_turn_below_its_extracted_memory_and_a_summary_below_all_its_sources_m
         ranked("turn3"),  # covered by summary2
         ranked("other"),
     ]
-    assert ids(collapse_derived(order)) == ["fact", "turn2", "summary2", "other", "turn1", "summary", "turn3"]
+    assert ids(distinct(order)) == ["fact", "turn2", "summary2", "other"]
 
 
 def test_memories_without_sources_keep_their_order() -> None:
     order = [ranked(f"m{i}") for i in range(5)]
-    assert ids(collapse_derived(order)) == ids(order)
+    assert ids(distinct(order)) == ids(order)
 
 
 @pytest.mark.parametrize(

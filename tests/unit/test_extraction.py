@@ -9,8 +9,9 @@ import pytest
 
 from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown, SpokenTurn
 from memsvc.llm.dates import resolve_date_phrase
-from memsvc.pipeline.write.extraction import StoredTurn, as_said_by, extract_by_rules
+from memsvc.pipeline.write.extraction import StoredTurn, extract_by_rules
 from memsvc.pipeline.write.summary import ExtractiveSummarizer
+from memsvc.pipeline.write.third_person import as_said_by
 from memsvc.retrieval.compose import compose_context
 
 MAY_8_2023 = 1_683_540_000.0
@@ -157,9 +158,9 @@ def test_a_stale_summary_gives_way_to_its_own_source_turn_in_the_context_block()
     summary = _ranked(
         "s1", "Conversation s1: Mel: I live in Boston.", kind=MemoryKind.SUMMARY, source_ids=("t1",), stale=True
     )
-    block, left_out = compose_context([summary, turn], 1_000)
-    assert "Boston" not in block and "Denver" in block and left_out == 1
-    alone, _ = compose_context([summary], 1_000)
+    composed = compose_context([summary, turn], 1_000)
+    assert "Boston" not in composed.text and "Denver" in composed.text and composed.left_out == 1
+    alone = compose_context([summary], 1_000).text
     assert "summary, may be outdated] Conversation s1" in alone
-    fresh, _ = compose_context([replace(summary, memory=summary.memory._replace(stale=False)), turn], 1_000)
+    fresh = compose_context([replace(summary, memory=summary.memory._replace(stale=False)), turn], 1_000).text
     assert "Boston" in fresh and "Denver" in fresh

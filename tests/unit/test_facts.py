@@ -106,6 +106,13 @@ _GATED = {
     "preference": facts._PREFER,
     "opinion": facts._OPINION,
     "generic": facts._GENERIC,
+    "quantity": facts._QUANTITY,
+    "raised": facts._RAISED,
+    "measure": facts._MEASURE,
+    "schedule": facts._SCHEDULE,
+    "habit": facts._HABIT,
+    "ongoing": facts._ONGOING,
+    "stopped": facts._STOPPED,
 }
 
 

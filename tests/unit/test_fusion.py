@@ -86,9 +86,9 @@ def test_without_fused_scores_the_cosine_is_the_relevance() -> None:
 
 
 def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_store() -> None:
-    assert absolute_relevance(0.11, 0.0) == 0.0  # unrelated text: nothing lifts it
-    assert absolute_relevance(0.55, 0.0) == pytest.approx(1.0)
-    assert absolute_relevance(0.35, 0.0) == pytest.approx(0.5)
+    assert absolute_relevance(0.09, 0.0) == 0.0  # unrelated text: nothing lifts it
+    assert absolute_relevance(0.50, 0.0) == pytest.approx(1.0)
+    assert absolute_relevance(0.30, 0.0) == pytest.approx(0.5)
     assert absolute_relevance(0.1, 0.6) == pytest.approx(0.6)  # the words carry a terse reply
     # One candidate alone is its query's best (fused 1.0), yet its relevance stays its own.
     weak = [Candidate(memory_id="x", similarity=0.25, dense_rank=1)]
@@ -96,4 +96,4 @@ def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_st
         [hydrated(c) for c in reciprocal_rank_fusion(weak, [], k=60)], 0.0, now=1e9
     )
     assert lone.scored[0].breakdown.fused == pytest.approx(1.0)
-    assert lone.scored[0].breakdown.relevance == pytest.approx(0.25)
+    assert lone.scored[0].breakdown.relevance == pytest.approx(0.375)

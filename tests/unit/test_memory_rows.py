@@ -57,6 +57,7 @@ def row_of(namespace: Namespace, **columns: object) -> tuple[object, ...]:
         "source_ids": "[]",
         "extraction_pending": 0,
         "stale": 0,
+        "acknowledgement": 0,
     }
     values.update(columns)
     return tuple(values[name] for name in MEMORY_COLUMNS.split(", "))
@@ -138,13 +139,29 @@ DECODED: dict[str, object] = {
 }
 
 
-@pytest.mark.parametrize("flags", [(1, 0, 0), (0, 1, 0), (0, 0, 1)])
-def test_every_column_reaches_its_own_field_of_the_row_and_of_the_opened_memory(flags: tuple[int, int, int]) -> None:
-    indexed, pending, stale = flags
+@pytest.mark.parametrize("flags", [(1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1)])
+def test_every_column_reaches_its_own_field_of_the_row_and_of_the_opened_memory(
+    flags: tuple[int, int, int, int],
+) -> None:
+    indexed, pending, stale, acknowledgement = flags
     stored = memory_from_row(
-        row_of(ALICE, **DISTINCT_COLUMNS, indexed=indexed, extraction_pending=pending, stale=stale), ALICE
+        row_of(
+            ALICE,
+            **DISTINCT_COLUMNS,
+            indexed=indexed,
+            extraction_pending=pending,
+            stale=stale,
+            acknowledgement=acknowledgement,
+        ),
+        ALICE,
     )
-    expected = {**DECODED, "indexed": bool(indexed), "extraction_pending": bool(pending), "stale": bool(stale)}
+    expected = {
+        **DECODED,
+        "indexed": bool(indexed),
+        "extraction_pending": bool(pending),
+        "stale": bool(stale),
+        "acknowledgement": bool(acknowledgement),
+    }
     assert {name: getattr(stored, name) for name in expected} == expected
     assert set(StoredMemory._fields) == {*expected, "namespace"}
 

@@ -56,7 +56,7 @@ def test_a_field_that_changes_results_changes_the_key(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(NOT_IN_RESULT_KEY))
 def test_result_neutral_fields_share_the_key(name: str) -> None:
-    value = {"user_id": "u2", "skip_cache": True, "include_sources": True}[name]
+    value = {"user_id": "u2", "skip_cache": True, "include_sources": True, "include_context": True}[name]
     assert result_key(replace(BASE, **{name: value}), 10) == result_key(BASE, 10)
 
 

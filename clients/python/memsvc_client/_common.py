@@ -236,6 +236,7 @@ def query_request(
     skip_cache: bool,
     include_sources: bool,
     min_relevance: float | None,
+    include_context: bool = False,
 ) -> query_service_pb2.QueryRequest:
     request = query_service_pb2.QueryRequest(
         user_id=user_id,
@@ -248,6 +249,7 @@ def query_request(
         token_budget=token_budget,
         skip_cache=skip_cache,
         include_sources=include_sources,
+        include_context=include_context,
     )
     if min_relevance is not None:
         request.min_relevance = min_relevance

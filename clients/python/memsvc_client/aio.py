@@ -196,13 +196,15 @@ class AsyncMemoryClient:
         skip_cache: bool = False,
         include_sources: bool = False,
         min_relevance: float | None = None,
+        include_context: bool = False,
         timeout_s: float | None = None,
     ) -> QueryResult:
         """The memories of a user that matter for a query text, best first, with a report.
 
         Zero and empty values leave the server's defaults (limit 10, direct mode, importance gate
         0.5); `min_relevance` None leaves DIRECT's relevance floor the server's, 0 turns it off.
-        `include_sources` returns with each derived memory the turns it came from.
+        `include_sources` returns with each derived memory the turns it came from;
+        `include_context` composes QueryResult.context in any mode (applicability always does).
         """
         request = _common.query_request(
             user_id,
@@ -217,6 +219,7 @@ class AsyncMemoryClient:
             skip_cache=skip_cache,
             include_sources=include_sources,
             min_relevance=min_relevance,
+            include_context=include_context,
         )
         return QueryResult.from_proto(await self._call(self.query_stub.Query, request, timeout_s))
 

@@ -35,6 +35,7 @@ class MemoryKind(enum.IntEnum):
     SUMMARY = 5
     RECOMMENDATION = 6
     COMMITMENT = 7
+    INSTRUCTION = 8
 
 
 class Tier(enum.IntEnum):
@@ -227,6 +228,10 @@ class Memory:
     speaker_name: str = ""
     # True for a summary one of whose sources changed since it was written.
     stale: bool = False
+    # A later memory replaced what this one states (Memory.outdated): history, not the present.
+    outdated: bool = False
+    # A turn that only acknowledges or reacts: context of the turn it answers, never a result.
+    acknowledgement: bool = False
 
     @classmethod
     def from_proto(cls, message: memory_pb2.Memory) -> Memory:
@@ -254,6 +259,8 @@ class Memory:
             source_memory_ids=tuple(message.source_memory_ids),
             speaker_name=message.speaker_name,
             stale=message.stale,
+            outdated=message.outdated,
+            acknowledgement=message.acknowledgement,
         )
 
 
@@ -300,6 +307,8 @@ class ScoreBreakdown:
     relevance: float = 0.0
     # The share of the query's IDF weight among the memory's words.
     term_coverage: float = 0.0
+    # 1, or lower for an outdated memory when the query asks about the present.
+    currency: float = 1.0
 
     @classmethod
     def from_proto(cls, message: memory_pb2.ScoreBreakdown) -> ScoreBreakdown:
@@ -316,6 +325,7 @@ class ScoreBreakdown:
             lexical_rank=message.lexical_rank,
             relevance=message.relevance,
             term_coverage=message.term_coverage,
+            currency=message.currency,
         )
 
 
@@ -327,10 +337,10 @@ class RankedMemory:
     score: float
     score_breakdown: ScoreBreakdown
     matched_queries: tuple[str, ...]
-    # True when added as a neighbour of a matching memory (context expansion), not matched itself.
-    context_neighbor: bool
     # What a derived memory came from, oldest first, when the query set include_sources.
     sources: tuple[Memory, ...] = ()
+    # The turns around it in its session, oldest first, when the query set context_window.
+    context: tuple[Memory, ...] = ()
 
     @classmethod
     def from_proto(cls, message: query_service_pb2.RankedMemory) -> RankedMemory:
@@ -339,8 +349,8 @@ class RankedMemory:
             score=message.score,
             score_breakdown=ScoreBreakdown.from_proto(message.score_breakdown),
             matched_queries=tuple(message.matched_queries),
-            context_neighbor=message.context_neighbor,
             sources=tuple(Memory.from_proto(m) for m in message.sources),
+            context=tuple(Memory.from_proto(m) for m in message.context),
         )
 
 
@@ -407,7 +417,7 @@ class QueryResult:
     explanation: str
     request_id: str
     report: QueryReport
-    # The composed context block (QueryMode.APPLICABILITY); empty in other modes.
+    # The composed context block (QueryMode.APPLICABILITY, or include_context); else empty.
     context: str
 
     @classmethod

@@ -15,6 +15,7 @@ from memsvc.errors import Unavailable
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
 from memsvc.pipeline.query.bookkeep import BookkeepStage
+from memsvc.pipeline.query.current import CurrentTruth
 from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import HydrateStage, opened
@@ -66,6 +67,7 @@ class QueryPipeline:
         hydrate: HydrateStage,
         rank: RankStage,
         bookkeep: BookkeepStage,
+        current: CurrentTruth,
         result_cache: ResultCache,
         rrf_k: int,
         queries_rrf_k: int,
@@ -82,6 +84,7 @@ class QueryPipeline:
         self.hydrate = hydrate
         self.rank = rank
         self.bookkeep = bookkeep
+        self.current = current
         self._cache = result_cache
         self.lexical = lexical
         self.rrf_k = rrf_k
@@ -305,15 +308,15 @@ class QueryPipeline:
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
-            ordering = self.rank.order(hydrated, plan.min_importance, now)
+            ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
             if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
                 with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
-                ordering = self.rank.order(hydrated, plan.min_importance, now)
-            explanation = explain(ordering.scored, now)
+                ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
             kept: list[Scored] = []  # the results still to open (without a rerank)
+            lead = ""  # a mode's own account of its first result
             if rerank is None:
                 kept, report.dropped_below_relevance = results(ordering.scored, min_relevance, plan.limit)
                 span.set_attribute("memsvc.results", len(kept))
@@ -321,7 +324,8 @@ class QueryPipeline:
                 # Every candidate is open already (decrypt_all): the mode orders them all.
                 reranked = await rerank(await self._opened(ordering.scored, plan, matched), now)
                 memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
-                explanation = reranked.explanation
+                if memories and reranked.memories and memories[0] is reranked.memories[0]:
+                    lead = reranked.explanation
                 span.set_attribute("memsvc.results", len(memories))
             span.set_attribute("memsvc.candidates.dropped_below_relevance", report.dropped_below_relevance)
             report.dropped_by_importance = ordering.dropped_by_importance
@@ -333,6 +337,15 @@ class QueryPipeline:
                 memories = await self._opened(kept, plan, matched)
                 span.set_attribute("memsvc.results", len(memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
+        # Part of ranking (the newest of statements that answer alike wins), once the results are open.
+        started = time.perf_counter()
+        with child_span(self.tracer, "memsvc.rank.current") as span:
+            first = memories[0] if memories else None
+            memories = await self.current.run(plan, memories, deadline)
+            span.set_attribute("memsvc.results.reordered", bool(memories) and memories[0] is not first)
+        report.add_time("rank", time.perf_counter() - started)
+        # The explanation describes the first result returned, after every change of order.
+        explanation = lead if lead and memories and memories[0] is first else explain(memories, now)
         if report.degraded:
             slot = None  # a degraded answer is not cached: the full one comes back with the index
         with stage_span(self.tracer, report, "bookkeep") as span:

@@ -22,6 +22,10 @@ from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.query.usage import UsageNorms, usage_signal
 
 _DAY_S = 86_400.0
+# The currency of an outdated memory (Memory.outdated) for a query about the present: a quarter.
+# What replaced it is usually worded less like the question ("I moved to Manchester" against "I
+# live in Leeds" for "Where do I live?"), so a half left the old statement level with it.
+OUTDATED_CURRENCY = 0.25
 
 
 @dataclass(frozen=True)
@@ -82,15 +86,19 @@ class RankStage:
         recency_half_life_days: float,
         usage_saturation: float,
         usage_norms: UsageNorms | None = None,
+        outdated_currency: float = OUTDATED_CURRENCY,
     ) -> None:
         self._weights = weights
+        self._outdated_currency = outdated_currency
         w = weights
         self._total_weight = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
         self._half_life_s = recency_half_life_days * _DAY_S
         self._usage_saturation = usage_saturation
         self._usage_norms = usage_norms
 
-    def breakdown(self, item: Hydrated, now: float, best_fused: float = 0.0) -> ScoreBreakdown:
+    def breakdown(
+        self, item: Hydrated, now: float, best_fused: float = 0.0, about_the_present: bool = False
+    ) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
         age_s = max(0.0, now - m.created_at)
         return ScoreBreakdown(
@@ -114,16 +122,19 @@ class RankStage:
             fused=_unit(c.fused / best_fused) if best_fused > 0 else None,
             relevance=absolute_relevance(c.similarity, c.term_coverage),
             term_coverage=_unit(c.term_coverage),
+            # A summary gone stale quotes what a later statement replaced.
+            currency=self._outdated_currency if (m.superseded_by or m.stale) and about_the_present else 1.0,
         )
 
     def score(self, b: ScoreBreakdown) -> float:
-        """relevance x (w_semantic + the weighted priors) / sum of weights, in [0, 1].
+        """relevance x (w_semantic + the weighted priors) / sum of weights x currency, in [0, 1].
 
         Relevance scales the priors instead of sitting beside them (a document prior times a
         query likelihood, as in probabilistic retrieval): a prior can at most double a
         memory's score (with the default weights), so it reorders near ties but never lifts
         an irrelevant memory over a relevant one, and a perfect match with no priors still
-        scores w_semantic / total.
+        scores w_semantic / total. Currency scales the whole: what a later memory replaced
+        ranks below it whenever the two match the query alike.
         """
         w = self._weights
         total = self._total_weight
@@ -137,29 +148,42 @@ class RankStage:
             + w.consistency * b.consistency
             + w.decay * b.decay
         )
-        return raw / total if total > 0 else 0.0
+        return b.currency * raw / total if total > 0 else 0.0
 
     def prior_factor_floor(self) -> float:
-        """The least `score` can be relative to relevance: every prior at 0 (see `score`); the
-        most is 1, every prior at 1."""
+        """The least `score` can be relative to relevance for a current memory: every prior at 0
+        (see `score`); the most is 1, every prior at 1. An outdated memory scores less, which
+        `settled` checks once the rows are read."""
         total = self._total_weight
         return self._weights.semantic / total if total > 0 else 0.0
 
-    def order(self, items: Sequence[Hydrated], min_importance: float, now: float) -> Ordering:
-        """Every item that passes the importance gate, scored, best first."""
-        kept = [i for i in items if i.memory.importance >= min_importance]
+    def order(
+        self, items: Sequence[Hydrated], min_importance: float, now: float, about_the_present: bool = False
+    ) -> Ordering:
+        """Every item that passes the importance gate and states something, scored, best first.
+
+        An acknowledgement ("Good to know!") is never a result of its own: a query can attach
+        it as context of the turn it answers. `about_the_present`: the query asks what holds
+        now, so outdated memories give way; otherwise (what happened, what held before) they
+        keep their full score, as history.
+        """
+        kept = [i for i in items if i.memory.importance >= min_importance and not i.memory.acknowledgement]
+        gated = sum(1 for i in items if i.memory.importance < min_importance)
         best_fused = max((i.candidate.fused for i in items), default=0.0)
         scored = []
         for item in kept:
-            b = self.breakdown(item, now, best_fused)
+            b = self.breakdown(item, now, best_fused, about_the_present)
             scored.append(Scored(item.memory, self.score(b), b))
         scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
-        return Ordering(scored, len(items) - len(kept))
+        return Ordering(scored, gated)
 
 
-# all-MiniLM-L6-v2 cosines: unrelated sentences mostly score below 0.15, a paraphrase above 0.55.
-_UNRELATED_COSINE = 0.15
-_RELATED_COSINE = 0.55
+# all-MiniLM-L6-v2 cosines of a question and a memory: half of the unrelated pairs score below
+# 0.06 and three quarters below 0.10, while a short memory asked for in other words (no word
+# shared) scores 0.39 at the median, 0.17 at the 5th percentile, and a close paraphrase 0.5 and
+# up (the paraphrase set of memsvc/bench/data).
+_UNRELATED_COSINE = 0.10
+_RELATED_COSINE = 0.50
 
 
 def absolute_relevance(similarity: float, term_coverage: float) -> float:
@@ -226,9 +250,8 @@ def settled(
 ) -> bool:
     """Whether ranking the first `n` candidates (best fused first; `hydrated` are the ones whose
     rows survived; `scored` is their order) gives the same first `limit` results as ranking
-    them all: the `limit`-th result that passes the relevance floor and that `collapse_derived`
-    keeps in place outscores the most any later candidate could score (its relevance, every
-    prior at 1)."""
+    them all: the `limit`-th result that passes the relevance floor and that `distinct` keeps
+    outscores the most any later candidate could score (its relevance, every prior at 1)."""
     if n >= len(candidates):
         return True
     best_fused = max((h.candidate.fused for h in hydrated), default=0.0)
@@ -238,47 +261,42 @@ def settled(
     ceiling = candidates[n].fused / best_fused * (1 + 1e-9)
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
-        # What collapse_derived moves down follows every memory it keeps in place.
-        results = _split_derived([r for r in scored if r.breakdown.relevance >= floor])[0][:limit]
+        results = distinct([r for r in scored if r.breakdown.relevance >= floor])[:limit]
         if len(results) < limit or results[-1].score <= ceiling:
             return False
     return True
 
 
 def results(ranked: Sequence[R], min_relevance: float, limit: int) -> tuple[list[R], int]:
-    """The first `limit` of `ranked` (best first) that pass the relevance floor, what one result
-    already says moved below the rest (`collapse_derived`); and how many of the results without
-    the floor it took away."""
+    """The first `limit` of `ranked` (best first) that pass the relevance floor, each fact once
+    (`distinct`), in the same order; and how many of the results without the floor it took
+    away."""
     relevant = [r for r in ranked if r.breakdown.relevance >= min_relevance]
     dropped = 0
     if len(relevant) < len(ranked):
         # Counted among the results the floor took away, not the whole candidate pool.
-        dropped = sum(1 for r in collapse_derived(ranked)[:limit] if r.breakdown.relevance < min_relevance)
-    return collapse_derived(relevant)[:limit], dropped
+        dropped = sum(1 for r in distinct(ranked)[:limit] if r.breakdown.relevance < min_relevance)
+    return distinct(relevant)[:limit], dropped
 
 
-def collapse_derived(ranked: Sequence[R]) -> list[R]:
-    """Move below the rest what a higher result already says: a turn whose extracted memory or
-    summary ranked above it, and a derived memory all of whose sources did.
+def distinct(ranked: Sequence[R]) -> list[R]:
+    """`ranked` without what a higher result already says: a turn whose extracted memory or
+    summary ranked above it, a memory extracted from turns that all did, and a summary quoting
+    a turn that did.
 
     A memory and what it was derived from are one piece of evidence; returning both spends two
-    of the caller's results (and prompt tokens) on it.
+    of the caller's results (and prompt tokens) on it. The higher one stands for both (its
+    `sources` name the turns it came from), and the order is left as the scores made it. A
+    summary quotes its turns word for word, so one that ranks below any of them repeats it.
     """
-    kept, repeated = _split_derived(ranked)
-    return kept + repeated
-
-
-def _split_derived(ranked: Sequence[R]) -> tuple[list[R], list[R]]:
-    """The memories that say something new, and those a higher one already says (in order)."""
     covered: set[str] = set()
     kept: list[R] = []
-    repeated: list[R] = []
     for r in ranked:
         sources = set(r.memory.source_ids)
-        if r.memory.id in covered or (sources and sources <= covered):
-            repeated.append(r)
+        quotes = r.memory.kind is MemoryKind.SUMMARY
+        if r.memory.id in covered or (sources and (sources & covered if quotes else sources <= covered)):
             continue
         kept.append(r)
         covered.add(r.memory.id)
         covered |= sources
-    return kept, repeated
+    return kept

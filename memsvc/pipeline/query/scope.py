@@ -6,6 +6,7 @@ import uuid
 
 from memsvc.domain.models import Namespace, Permission, Principal
 from memsvc.errors import PermissionDenied
+from memsvc.llm.heuristics import asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan
 from memsvc.pipeline.validation import Limits, validate_query
 
@@ -37,4 +38,5 @@ class ScopeStage:
             request_id=f"req_{uuid.uuid4().hex[:16]}",
             skip_cache=request.skip_cache,
             source=request,
+            about_the_present=asks_about_the_present(request.query),
         )

@@ -31,13 +31,15 @@ from memsvc.domain.models import (
     StoredMemory,
 )
 from memsvc.embeddings.base import Vector
+from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.memories.codec import MemoryCodec
 from memsvc.memories.indexer import Indexer
 from memsvc.pipeline.validation import Limits, validate_conversation
-from memsvc.pipeline.write.extraction import Extraction, ExtractorKind, StoredTurn, TurnExtractor
+from memsvc.pipeline.write.extraction import ExtractedMemory, Extraction, ExtractorKind, StoredTurn, TurnExtractor
 from memsvc.pipeline.write.keys import extracted_key, is_turn_key, summary_key, turn_key
 from memsvc.pipeline.write.path import AddResult, WriteOrigin, WriteOutcome, WritePath, require
 from memsvc.pipeline.write.summary import SessionSummarizer, SessionSummary
+from memsvc.stores.lexical.analysis import Analyzer
 from memsvc.stores.records.base import PageCursor, RecordStore
 
 _SAME_TIME_STEP_S = 0.001
@@ -107,6 +109,7 @@ class ConversationPath:
         indexer: Indexer,
     ) -> None:
         self._indexer = indexer
+        self._analyzer = Analyzer()
         self._writes = writes
         self._store = store
         self._codec = codec
@@ -152,6 +155,14 @@ class ConversationPath:
                     speaker_name=turn.speaker_name,
                     index_text=turn_index_text(turn, at, previous),
                     extraction_pending=True,
+                    acknowledgement=is_acknowledgement(
+                        turn.content,
+                        "" if previous is None else previous.content,
+                        "" if previous is None else previous.speaker_name,
+                        self._analyzer,
+                        turn.role,
+                        Role.USER if previous is None else previous.role,
+                    ),
                 )
             )
             previous = turn
@@ -187,12 +198,24 @@ class ConversationPath:
         context: Sequence[StoredTurn],
         deadline: Deadline,
     ) -> Derived:
-        extraction = await self._extractor.extract(turns, context, deadline)
+        related: list[Memory] = []
+        if self._extractor.reads_related:
+            vectors = await self._indexer.vectors(namespace, [t.memory_id for t in turns])
+            related = await self._writes.related(namespace, list(vectors.values()), deadline)
+        extraction = await self._extractor.extract(turns, context, deadline, related)
         at = {t.memory_id: t.at for t in turns}
         positions: dict[str, int] = defaultdict(int)
         items: list[NewMemory] = []
+        kept: list[ExtractedMemory] = []
         for m in extraction.memories:
             first = m.source_ids[0]
+            key = extracted_key(first, positions[first])
+            positions[first] += 1
+            if m.repeats:
+                # The extractor judged it a repeat of a stored memory: that one is confirmed.
+                await self._writes.confirm(principal, namespace, m.repeats, "repeated by a conversation turn", deadline)
+                continue
+            kept.append(m)
             items.append(
                 NewMemory(
                     content=m.content,
@@ -200,17 +223,21 @@ class ConversationPath:
                     kind=m.kind,
                     session_id=session_id,
                     created_at=max(at.get(s, 0.0) for s in m.source_ids) or None,
-                    idempotency_key=extracted_key(first, positions[first]),
+                    idempotency_key=key,
                     source_ids=m.source_ids,
                 )
             )
-            positions[first] += 1
         extracted: list[AddResult] = []
         step = self._limits.max_batch_items
         for start in range(0, len(items), step):
             extracted += await self._writes.add_detailed(
                 principal, namespace.user_id, items[start : start + step], deadline, origin=WriteOrigin.EXTRACTED
             )
+        for m, result in zip(kept, extracted, strict=True):
+            if m.updates and result.created:
+                # The extractor judged it an update of a stored memory: the new one replaces it.
+                reason = "the LLM judged it an update of the same fact"
+                await self._writes.supersede(principal, namespace, result.memory.id, [m.updates], reason)
         summary = await self._refresh_summary(principal, namespace, session_id, deadline)
         await deadline.run(self._store.clear_extraction_pending([t.memory_id for t in turns]), "the record store")
         return Derived(extracted, summary, extraction)

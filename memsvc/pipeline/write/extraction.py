@@ -16,9 +16,12 @@ from enum import StrEnum
 from typing import Protocol
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import MemoryKind, Role, SpokenTurn
+from memsvc.domain.models import Memory, MemoryKind, Role, SpokenTurn
 from memsvc.llm.dates import resolve_date_phrase
 from memsvc.llm.text import sentences
+from memsvc.pipeline.write.facts import Claim, extract_claims
+from memsvc.pipeline.write.instructions import instruction_of
+from memsvc.pipeline.write.third_person import as_said_by
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class ExtractedMemory:
     kind: MemoryKind
     role: Role
     source_ids: tuple[str, ...]
+    # What the extractor decided against the user's related memories (the LLM's decision; the
+    # rules leave both empty and the write path's review decides): the id of the memory this
+    # one replaces, or of the memory it only repeats.
+    updates: str = ""
+    repeats: str = ""
 
 
 class ExtractorKind(StrEnum):
@@ -54,10 +62,18 @@ class Extraction:
 
 
 class TurnExtractor(Protocol):
+    # Whether `extract` reads the user's related memories (the caller looks them up only then).
+    reads_related: bool
+
     async def extract(
-        self, turns: Sequence[StoredTurn], context: Sequence[StoredTurn], deadline: Deadline
+        self,
+        turns: Sequence[StoredTurn],
+        context: Sequence[StoredTurn],
+        deadline: Deadline,
+        related: Sequence[Memory] = (),
     ) -> Extraction:
-        """Memories stated by `turns`; `context` holds the session's turns just before them."""
+        """Memories stated by `turns`; `context` holds the session's turns just before them,
+        `related` the user's stored memories nearest to them (to update or repeat)."""
         ...
 
 
@@ -71,7 +87,8 @@ _LEAD = re.compile(
 _FEELING = r"(?:love|like|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand)"
 _ADVERBS = (
     r"(?:(?:really|absolutely|just|totally|also|still|truly|honestly|definitely|finally|recently|actually|"
-    r"already|kind of|sort of)\s+)*"
+    r"already|kind of|sort of|kinda|sorta|only|mostly|generally|usually|typically|normally|genuinely|seriously|"
+    r"secretly|personally|especially|particularly|do|don't|do not|now|currently)\s+)*"
 )
 _RELATIONS = (
     r"name|wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|son|daughter|kids?|children|child|mom|mum|mother|"
@@ -152,44 +169,6 @@ _EVENT = re.compile(
 _MIN_WORDS = 3
 _MAX_CHARS = 400
 
-# Verbs that follow "I" in the rules, and their third person.
-_THIRD_PERSON = {"am": "is", "have": "has", "do": "does", "go": "goes"}
-
-
-def _third_person(verb: str) -> str:
-    low = verb.lower()
-    if low in _THIRD_PERSON:
-        return _THIRD_PERSON[low]
-    past_or_modal = {"was", "will", "would", "can", "could", "should", "might", "must", "went", "got", "made", "took"}
-    if low in past_or_modal or (low.endswith("ed") and not low.endswith("eed")) or not low.isalpha():
-        return verb
-    if re.search(r"(?:s|sh|ch|x|z|o)$", low):
-        return verb + "es"
-    if re.search(r"[^aeiou]y$", low):
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-_FIRST_PERSON = re.compile(
-    r"\bI(?:'(?P<contraction>m|ve|ll|d)\b|(?P<adverbs>(?:\s+(?:really|absolutely|just|totally|also|still|truly|"
-    r"never|always|often|usually|recently|finally|actually))*)\s+(?P<verb>[a-z]+)\b)"
-)
-_CONTRACTIONS = {"m": "is", "ve": "has", "ll": "will", "d": "would"}
-
-
-def as_said_by(sentence: str, name: str) -> str:
-    """A first-person sentence told of `name`: "I love my cats" -> "Melanie loves Melanie's cats"."""
-
-    def subject(m: re.Match[str]) -> str:
-        if m.group("contraction"):
-            return f"{name} {_CONTRACTIONS[m.group('contraction')]}"
-        return f"{name}{m.group('adverbs')} {_third_person(m.group('verb'))}"
-
-    sentence = _FIRST_PERSON.sub(subject, sentence)
-    sentence = re.sub(r"\b(?:my|mine)\b", f"{name}'s", sentence, flags=re.IGNORECASE)
-    sentence = re.sub(r"\b(?:me|myself)\b", name, sentence)
-    return re.sub(r"\bI\b", name, sentence)
-
 
 def _with_dates(text: str, said_at: float) -> str:
     resolved = resolve_date_phrase(text, said_at)
@@ -197,6 +176,31 @@ def _with_dates(text: str, said_at: float) -> str:
         return text
     phrase, words = resolved
     return text.replace(phrase, f"{phrase} ({words})", 1)
+
+
+# A like or dislike stated of anyone ("Prefers aisle seats", "Mom loves roses").
+_LIKES = re.compile(
+    r"\b(?:prefers|preferred|loves|likes|enjoys|adores|hates|dislikes|can't stand|cannot stand)\b|"
+    r"\bfavou?rite\b",
+    re.IGNORECASE,
+)
+
+
+def kind_of(content: str, role: Role) -> MemoryKind:
+    """What a memory written without a kind holds, by the rules that extract from turns: an
+    instruction to the assistant, a preference, a decision, a commitment, a recommendation the
+    assistant gave, else a fact."""
+    for sentence in _sentences(content):
+        if role is not Role.ASSISTANT and instruction_of(sentence) is not None:
+            return MemoryKind.INSTRUCTION
+        kind = next((k for pattern, k in _RULES if pattern.search(sentence)), None)
+        if kind is None and _LIKES.search(sentence):
+            kind = MemoryKind.PREFERENCE
+        if kind is None and role is Role.ASSISTANT and _ADVICE.search(sentence):
+            kind = MemoryKind.RECOMMENDATION
+        if kind is not None and kind is not MemoryKind.FACT:
+            return kind
+    return MemoryKind.FACT
 
 
 def _sentences(content: str) -> list[str]:
@@ -222,15 +226,38 @@ def _statement(sentence: str) -> bool:
     )
 
 
+# What a person has one of at a time, and changes: where they live and work, their job,
+# partner, marital status and diet.
+_ONE_AT_A_TIME = frozenset({"residence", "employer", "occupation", "partner", "marital status", "diet"})
+
+
+def _changeable(claim: Claim) -> bool:
+    """A claim of the speaker's that a later statement may change: one value at a time (where
+    they live, a quantity, a schedule) or a change itself. Such sentences are extracted even
+    where no other rule extracts them, so that supersession has a memory to work on."""
+    return claim.subject == "user" and (
+        claim.changed or claim.attribute in _ONE_AT_A_TIME or claim.attribute.startswith(("amount of", "time of"))
+    )
+
+
 def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
-    """What the rules find in one turn; `addressee` is who the turn answers (for advice)."""
+    """What the rules find in one turn; `addressee` is who the turn answers (for advice): a
+    named person, or "" for the assistant of a user talking to one."""
     speaker = turn.turn.speaker_name
     role = turn.turn.role
     out: list[ExtractedMemory] = []
     for sentence in _sentences(turn.turn.content):
+        if role is Role.USER and not addressee and instruction_of(sentence) is not None:
+            # Said to the assistant about its own conduct: kept in the user's words, the way
+            # a context block states the contract.
+            text = sentence if sentence.endswith((".", "!")) else sentence + "."
+            out.append(ExtractedMemory(text[0].upper() + text[1:], MemoryKind.INSTRUCTION, role, (turn.memory_id,)))
+            continue
         if not _statement(sentence):
             continue
         kind = next((k for pattern, k in _RULES if pattern.search(sentence)), None)
+        if kind is None and any(_changeable(c) for c in extract_claims(sentence)):
+            kind = MemoryKind.FACT  # "My rent is $1,950.", "I quit smoking": what a later statement updates
         if kind is None and _EVENT.search(sentence) and resolve_date_phrase(sentence, turn.at) is not None:
             kind = MemoryKind.EPISODE  # what happened when: worth it only with a date to resolve
         if kind is not None:
@@ -254,10 +281,17 @@ def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
 
 
 class RuleExtractor:
-    """The offline extractor: no network, the same answer every time."""
+    """The offline extractor: no network, the same answer every time. What updates or repeats a
+    stored memory is the write path's review's to decide (claims, near-identical repeats)."""
+
+    reads_related = False
 
     async def extract(
-        self, turns: Sequence[StoredTurn], context: Sequence[StoredTurn], deadline: Deadline
+        self,
+        turns: Sequence[StoredTurn],
+        context: Sequence[StoredTurn],
+        deadline: Deadline,
+        related: Sequence[Memory] = (),
     ) -> Extraction:
         return Extraction(tuple(extract_by_rules(turns, context)), ExtractorKind.RULES)
 

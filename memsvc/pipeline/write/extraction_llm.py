@@ -3,10 +3,17 @@
 The reply must match the schema and stay inside what it was shown: every memory cites new turns
 of the batch, and names as its speaker the one who said them. A reply that breaks any of this
 is not trusted at all: the batch falls back to the rules, so no turn goes unextracted.
+
+In the same call the model decides, for each memory, against the user's stored memories nearest
+to the turns (mem0's and Graphiti's pattern): it adds a new fact, updates a stored one (which the
+write path then supersedes), or only repeats one (whose confirmation count rises). The stored
+memories are shown numbered; a decision naming a number that was not shown is ignored (logged),
+and the memory is added: the model can only ever point at memories of this user it was shown.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +22,7 @@ from typing import Any
 
 from memsvc.config import Settings
 from memsvc.deadline import Deadline
-from memsvc.domain.models import MemoryKind
+from memsvc.domain.models import Memory, MemoryKind
 from memsvc.llm.client import JsonSchema, Llm, OpenAIChatModel
 from memsvc.llm.parse import MalformedReply
 from memsvc.llm.usage import LlmUsage
@@ -36,9 +43,13 @@ _KINDS = {
     "commitment": MemoryKind.COMMITMENT,
     "recommendation": MemoryKind.RECOMMENDATION,
     "episode": MemoryKind.EPISODE,
+    "instruction": MemoryKind.INSTRUCTION,
 }
 _MAX_CONTENT_CHARS = 1_000
 _CONTEXT_TURNS = 4
+_ACTIONS = ("add", "update", "repeat")
+
+log = logging.getLogger(__name__)
 
 EXTRACTION_SCHEMA = JsonSchema(
     "extracted_memories",
@@ -52,12 +63,15 @@ EXTRACTION_SCHEMA = JsonSchema(
                 "items": {
                     "type": "object",
                     "additionalProperties": False,
-                    "required": ["content", "kind", "speaker", "source_turns"],
+                    "required": ["content", "kind", "speaker", "source_turns", "action", "memory"],
                     "properties": {
                         "content": {"type": "string"},
                         "kind": {"type": "string", "enum": sorted(_KINDS)},
                         "speaker": {"type": "string"},
                         "source_turns": {"type": "array", "items": {"type": "integer"}},
+                        "action": {"type": "string", "enum": list(_ACTIONS)},
+                        # The number of the stored memory it updates or repeats; 0 for "add".
+                        "memory": {"type": "integer"},
                     },
                 },
             }
@@ -83,7 +97,37 @@ class _Checked:
     memories: tuple[ExtractedMemory, ...]
 
 
-def check_reply(parsed: Any, batch: Sequence[StoredTurn]) -> _Checked:
+def _render_related(related: Sequence[Memory]) -> str:
+    lines = []
+    for n, m in enumerate(related, start=1):
+        said = datetime.fromtimestamp(m.created_at, UTC).strftime("%d %B %Y")
+        lines.append(f"[M{n}] ({said}, {m.kind.value}) {m.content}")
+    return "\n".join(lines) or "(none)"
+
+
+def _decision(item: dict[str, Any], related: Sequence[Memory], i: int) -> tuple[str, str]:
+    """(updates, repeats): the id of the stored memory the item updates or repeats, if any. A
+    decision naming a memory that was not shown is ignored: the memory is added."""
+    action = item.get("action", "add")
+    if action not in _ACTIONS:
+        raise MalformedReply(f"memories[{i}].action {action!r} is not one of {list(_ACTIONS)}")
+    if action == "add":
+        return "", ""
+    number = item.get("memory")
+    if not isinstance(number, int) or not 1 <= number <= len(related):
+        log.warning(
+            "llm extraction: memories[%d] says %s memory %r, which was not among the %d shown; added instead",
+            i,
+            action,
+            number,
+            len(related),
+        )
+        return "", ""
+    target = related[number - 1].id
+    return (target, "") if action == "update" else ("", target)
+
+
+def check_reply(parsed: Any, batch: Sequence[StoredTurn], related: Sequence[Memory] = ()) -> _Checked:
     """The reply as extracted memories, or MalformedReply saying what is wrong with it."""
     if not isinstance(parsed, dict) or not isinstance(parsed.get("memories"), list):
         raise MalformedReply('expected {"memories": [...]}')
@@ -108,18 +152,26 @@ def check_reply(parsed: Any, batch: Sequence[StoredTurn]) -> _Checked:
                 f"{', '.join(sorted(speakers))}"
             )
         role = next(t.turn.role for t in cited if _speaker(t) == speaker)
-        out.append(ExtractedMemory(" ".join(content.split()), _KINDS[kind], role, tuple(t.memory_id for t in cited)))
+        updates, repeats = _decision(item, related, i)
+        text = " ".join(content.split())
+        out.append(ExtractedMemory(text, _KINDS[kind], role, tuple(t.memory_id for t in cited), updates, repeats))
     return _Checked(tuple(out))
 
 
 class LlmExtractor:
+    reads_related = True
+
     def __init__(self, llm: Llm, batch_turns: int, max_tokens: int = 2_048) -> None:
         self._llm = llm
         self._batch_turns = batch_turns
         self._max_tokens = max_tokens
 
     async def extract(
-        self, turns: Sequence[StoredTurn], context: Sequence[StoredTurn], deadline: Deadline
+        self,
+        turns: Sequence[StoredTurn],
+        context: Sequence[StoredTurn],
+        deadline: Deadline,
+        related: Sequence[Memory] = (),
     ) -> Extraction:
         memories: list[ExtractedMemory] = []
         failures: list[str] = []
@@ -132,12 +184,13 @@ class LlmExtractor:
                 "extract_memories",
                 usage,
                 deadline,
-                partial(check_reply, batch=batch),
+                partial(check_reply, batch=batch, related=related),
                 max_tokens=self._max_tokens,
                 fallback="the offline rules",
                 schema=EXTRACTION_SCHEMA,
                 context=_render(before, 1 - len(before)) if before else "(none)",
                 turns=_render(batch, 1),
+                memories=_render_related(related),
             )
             tokens += usage.input_tokens + usage.output_tokens
             if checked is None:

@@ -12,6 +12,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from lemminflect import getAllLemmas
+
+from memsvc.pipeline.write.instructions import instruction_of
+
 # Words that end a value: clause breaks, time and manner adverbs.
 _VALUE_STOP = frozenset(
     """
@@ -184,6 +188,92 @@ _OPINION = _rx(
 _GENERIC = _rx(
     rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are) (?P<naming>called |named )?{_NOW}{_VALUE}", " is ", " are "
 )
+_NUMBER_VALUE = (
+    r"(?P<value>[$£€]?\s?\d[\d,.]*\s?(?:k|%|kg|kilos?|lbs?|pounds|stone|minutes|mins|hours|hrs|mg|gb|mbps)?)"
+)
+# "my rent is $1,950", "my commute is now 50 minutes", "the nursery fees go up to £1,240":
+# a quantity of something of the speaker's has one value at a time.
+_QUANTITY = _rx(
+    rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are|was|costs?|comes to|(?:has |have )?(?:went|goes|go|gone|"
+    rf"rose|risen|increased|jumped|dropped|fell|fallen|decreased) (?:up |down )?to) (?:now |about |around |roughly |"
+    rf"like )*{_NUMBER_VALUE}",
+    *"0123456789",
+)
+# "they raised my rent to $1,950", "bumped me to 58k", "upped my dose to 100mg".
+_RAISED = _rx(
+    rf"\b(?:raised|increased|bumped|hiked|upped|cut|lowered|reduced|put up|dropped|changed) "
+    rf"(?P<subject>my|me|our|us)(?: (?P<thing>[a-z]+(?: [a-z]+)?))? (?:up |down )?to {_NUMBER_VALUE}",
+    "raised",
+    "increased",
+    "bumped",
+    "hiked",
+    "upped",
+    "cut",
+    "lowered",
+    "reduced",
+    "put up",
+    "dropped",
+    "changed",
+)
+# "I pay $1,700", "I earn 52k", "I weigh 82 kg", "I take 50mg".
+_MEASURE = _rx(
+    rf"\b{_SUBJECT} (?:now |currently |only )*(?P<verb>pay|pays|earn|earns|make|makes|weigh|weighs|take|takes|"
+    rf"spend|spends) (?:about |around |roughly )?{_NUMBER_VALUE}",
+    "pay",
+    "earn",
+    "make",
+    "weigh",
+    "take",
+    "spend",
+)
+_DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?"
+# "my piano lesson is on Thursdays now", "my yoga class moved to Saturday 9am".
+_SCHEDULE = _rx(
+    rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are|was|(?:got |has been |was )?(?:moved|changed|switched|"
+    rf"pushed|shifted|rescheduled)) (?:to |on |at |now |every )*(?P<value>(?:{_DAYS})(?: (?:mornings?|evenings?|"
+    rf"at \d{{1,2}}(?::\d\d)?\s?(?:am|pm)?))?|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))\b",
+    *("day", "weekend", "am", "pm"),
+)
+# A habit or use of something, which may hold of several things at once: "I drink coffee every
+# morning", "I'm on losartan now", "I drive a Civic".
+_HABIT = _rx(
+    rf"\b{_SUBJECT} {_NOT}(?:(?:now|currently|usually|mostly|only|still|just|always|also|really) )*"
+    rf"(?P<verb>drink|drinks|drank|eat|eats|ate|take|takes|use|uses|drive|drives|ride|rides|play|plays|"
+    rf"watch|watches|read|reads|listen to|listens to|wear|wears|smoke|smokes|go to|goes to|shop at|shops at|"
+    rf"see|sees|learn|learns|study|studies|run|runs|swim|swims|cycle|cycles|jog|jogs|walk|walks|do|does|cook|"
+    rf"cooks|bake|bakes|paint|paints|practi[cs]e|practi[cs]es) {_VALUE}",
+    *("drink", "drank", "eat", "ate", "take", "use", "drive", "ride", "play", "watch", "read", "listen", "wear"),
+    *("smoke", "go to", "goes to", "shop", "see", "learn", "stud", "run", "swim", "cycle", "jog", "walk", "do"),
+    *("cook", "bake", "paint", "practi"),
+)
+# "I'm on losartan now", "I'm eating fish again", "she's on a renal diet": what one is on or
+# doing these days.
+_ONGOING = _rx(
+    rf"\b{_SUBJECT}(?:'m| am|'s| is|'re| are) {_NOT}(?:(?:now|currently|still|back|mostly|only|just) )*"
+    rf"(?P<verb>on|eating|drinking|taking|using|driving|riding|playing|wearing|smoking|learning|studying|running|"
+    rf"swimming|cycling|doing) {_VALUE}",
+    "m ",
+    "am ",
+    "s ",
+    "is ",
+    "re ",
+    "are ",
+)
+_MEASURED = {"earn": "pay", "make": "pay", "pay": "payment", "weigh": "weight", "take": "dose", "spend": "spending"}
+# Giving something up: "I quit smoking", "I gave up coffee", "I stopped playing football",
+# "I'm no longer with Acme", "I don't eat meat anymore" (the last by _HABIT's negation).
+_STOPPED = _rx(
+    rf"\b{_SUBJECT}\s?(?:have |'ve |had |'d )?(?:just |finally |recently |officially )*"
+    rf"(?:quit|stopped|gave up|given up|dropped|cancell?ed|ditched|cut out|"
+    rf"(?:am|'m) no longer (?:with|at|on|doing|into)|no longer (?:do|play|drink|eat|take|use|go to|see)) {_VALUE}",
+    *("quit", "stopped", "gave up", "given up", "dropped", "cancel", "ditched", "cut out", "no longer"),
+)
+# Wording that says what held before no longer does (a habit's new value replaces the old).
+_CHANGE_WORDS = re.compile(
+    r"\b(?:now|nowadays|these days|any ?more|no longer|instead|switched|changed|since|from now on|moved|new)\b",
+    re.IGNORECASE,
+)
+
 # "my X is Y" names a value only for attributes with one value at a time; "my dog is a labrador"
 # and "my dog is called Biscuit" are both true, so descriptions are never compared with names.
 _SINGLE_VALUED = frozenset(
@@ -210,6 +300,11 @@ class Claim:
     negated: bool = False
     # Preference claims compare values by overlap of their context words, not equality.
     fuzzy: bool = False
+    # A relation that holds of several values at once ("I drink coffee", "I play tennis"): a new
+    # value replaces an old one only when its sentence words a change ("now", "switched to").
+    several: bool = False
+    # The sentence words a change: "now", "no longer", "anymore", "switched", "quit", ...
+    changed: bool = False
 
 
 def content_terms(text: str) -> set[str]:
@@ -282,7 +377,18 @@ class ClaimCache:
         return found
 
 
+# The attribute of an instruction's claim: "instruction: language", "instruction: length", ...
+INSTRUCTION_PREFIX = "instruction: "
+# Standing rules ("never suggest ...") are each their own: they conflict only when one says the
+# opposite of the other about the same things.
+_STANDING_RULE = INSTRUCTION_PREFIX + "standing rule"
+
+
 def _sentence_claims(sentence: str) -> Iterable[Claim]:
+    instruction = instruction_of(sentence)
+    if instruction is not None:
+        yield Claim("user", INSTRUCTION_PREFIX + instruction.aspect, instruction.value, instruction.negated)
+        return
     lowered = sentence.lower() if sentence.isascii() else None
     for rule in _RULES:
         for m in rule.pattern.finditer(sentence, lowered):
@@ -322,6 +428,68 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
             yield Claim(_normalise_subject(m.group("subject")), f"name of {thing}", value)
         elif thing.split()[-1] in _SINGLE_VALUED and not re.match(r"(?:an?|the) ", m.group("value"), re.I):
             yield Claim(_normalise_subject(m.group("subject")), thing, value)
+    yield from _slot_claims(sentence, lowered)
+
+
+def _number(raw: str) -> str:
+    """A quantity as compared: "$1,950" and "1950" are one value, "58k" is 58000."""
+    text = raw.lower().replace(",", "").replace(" ", "").strip("$£€")
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(k)?(.*)", text)
+    if m is None:
+        return text
+    value = float(m.group(1)) * (1000 if m.group(2) else 1)
+    return f"{value:g}{m.group(3)}"
+
+
+def _slot_claims(sentence: str, lowered: str | None) -> Iterable[Claim]:
+    """Quantities, schedules, habits and what was given up: the values a later statement
+    changes ("my rent is $1,950" after "$1,700"; "I quit smoking"; "I'm on losartan now")."""
+    changed = bool(_CHANGE_WORDS.search(sentence))
+    for m in _QUANTITY.finditer(sentence, lowered):
+        subject, value = _normalise_subject(m.group("subject")), _number(m.group("value"))
+        yield Claim(subject, f"amount of {_head(m.group('thing'))}", value)
+    for m in _RAISED.finditer(sentence, lowered):
+        thing = _head(m.group("thing") or "pay")
+        yield Claim("user", f"amount of {thing}", _number(m.group("value")), changed=True)
+    for m in _MEASURE.finditer(sentence, lowered):
+        measured = _MEASURED.get(_lemma(m.group("verb")), "amount")
+        yield Claim(_normalise_subject(m.group("subject")), f"amount of {measured}", _number(m.group("value")))
+    for m in _SCHEDULE.finditer(sentence, lowered):
+        subject, value = _normalise_subject(m.group("subject")), m.group("value").lower()
+        yield Claim(subject, f"time of {_head(m.group('thing'))}", value)
+    for pattern in (_HABIT, _ONGOING):
+        for m in pattern.finditer(sentence, lowered):
+            value = _clean_value(m.group("value"))
+            if not value:
+                continue
+            verb = _lemma(m.group("verb"))
+            negated = bool(m.group("neg"))
+            subject = _normalise_subject(m.group("subject"))
+            yield Claim(subject, f"habit {verb}", value, negated, several=True, changed=changed or negated)
+    for m in _STOPPED.finditer(sentence, lowered):
+        value = _clean_value(m.group("value"))
+        if value:
+            # What was given up, whatever it was done with: any habit holding it ends.
+            yield Claim(_normalise_subject(m.group("subject")), GIVEN_UP, value, True, several=True, changed=True)
+
+
+# The attribute of a claim that something was given up ("I quit smoking"): it ends any habit
+# of the same subject that holds the same thing.
+GIVEN_UP = "given up"
+
+
+def _head(thing: str) -> str:
+    """What a quantity or a schedule is of, by its last word: "piano lesson" is a "lesson"."""
+    return thing.lower().split()[-1]
+
+
+def _lemma(verb: str) -> str:
+    word = verb.lower().split()[-1] if verb.lower().startswith(("am ", "'m ", "is ")) else verb.lower()
+    if word == "on":
+        return "on"
+    first, _, rest = word.partition(" ")
+    readings = getAllLemmas(first).get("VERB") or (first,)
+    return f"{readings[0]} {rest}".strip()
 
 
 @dataclass(frozen=True)
@@ -341,7 +509,7 @@ class Conflict:
 
 # Attribute names the rules produce from a fixed vocabulary; others carry words of the content.
 _FIXED_ATTRIBUTES = frozenset(
-    {"residence", "employer", "occupation", "name", "age", "marital status", "partner", "diet", "preference"}
+    {"residence", "employer", "occupation", "name", "age", "marital status", "partner", "diet", "preference", GIVEN_UP}
 )
 
 
@@ -352,7 +520,16 @@ def category(attribute: str) -> str:
     """
     if attribute in _FIXED_ATTRIBUTES:
         return attribute
-    for prefix, kind in (("favourite ", "favourite"), ("opinion of ", "opinion"), ("name of ", "name")):
+    if attribute.startswith(INSTRUCTION_PREFIX):
+        return "instruction"
+    for prefix, kind in (
+        ("favourite ", "favourite"),
+        ("opinion of ", "opinion"),
+        ("name of ", "name"),
+        ("amount ", "amount"),
+        ("time of ", "time"),
+        ("habit ", "habit"),
+    ):
         if attribute.startswith(prefix):
             return kind
     return "attribute"
@@ -371,7 +548,25 @@ def find_conflict(older: Sequence[Claim], newer: Sequence[Claim]) -> Conflict | 
     """The first pair of claims about the same subject and attribute that disagree."""
     for n in newer:
         for o in older:
-            if o.subject != n.subject or o.attribute != n.attribute:
+            if o.subject != n.subject:
+                continue
+            if o.attribute != n.attribute and GIVEN_UP not in (o.attribute, n.attribute):
+                continue
+            if n.attribute == GIVEN_UP or o.attribute == GIVEN_UP:
+                if _gives_up(o, n):
+                    return Conflict(n.subject, n.attribute, o.value, n.value)
+                continue
+            if n.several or o.several:
+                # Several values may hold at once: a new one replaces the old only when said so,
+                # and only a value of other things ("matcha" for "coffee", not "coffee with oat milk").
+                flipped = o.negated != n.negated and bool(content_terms(o.value) & content_terms(n.value))
+                other = not (content_terms(o.value) & content_terms(n.value)) and not o.negated and not n.negated
+                if n.changed and (flipped or other):
+                    return Conflict(n.subject, n.attribute, o.value, n.value)
+                continue
+            if n.attribute == _STANDING_RULE:
+                if o.negated != n.negated and _same_rule(o.value, n.value):
+                    return Conflict(n.subject, n.attribute, o.value, n.value)
                 continue
             if n.fuzzy or o.fuzzy:
                 if _fuzzy_conflict(o, n):
@@ -382,6 +577,24 @@ def find_conflict(older: Sequence[Claim], newer: Sequence[Claim]) -> Conflict | 
             if o.value != n.value and not o.negated and not n.negated:
                 return Conflict(n.subject, n.attribute, o.value, n.value)
     return None
+
+
+def _gives_up(old: Claim, new: Claim) -> bool:
+    """A newer "I quit smoking" ends an older habit holding the thing given up ("I smoke"); an
+    older "I gave up meat" is ended by a newer habit holding it again, said as a change."""
+    if new.attribute == GIVEN_UP and not old.negated and old.attribute != GIVEN_UP:
+        verb = old.attribute.removeprefix("habit ")
+        given = content_terms(new.value) | {_lemma(w) for w in new.value.split()}
+        return bool(given & (content_terms(old.value) | {verb}))
+    if old.attribute == GIVEN_UP and new.attribute.startswith("habit ") and not new.negated and new.changed:
+        return bool(content_terms(old.value) & content_terms(new.value))
+    return False
+
+
+def _same_rule(a: str, b: str) -> bool:
+    """Two standing rules about the same things: their content words (negations aside) mostly shared."""
+    ta, tb = content_terms(a) - _NEGATIONS - {"stop", "avoid"}, content_terms(b) - _NEGATIONS - {"stop", "avoid"}
+    return bool(ta & tb) and len(ta & tb) / max(1, min(len(ta), len(tb))) >= 0.8
 
 
 def is_duplicate(

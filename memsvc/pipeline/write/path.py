@@ -8,7 +8,7 @@ acknowledged write is never lost. Reads (Get, List) live in memsvc/pipeline/read
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -44,9 +44,17 @@ from memsvc.pipeline.validation import (
     validate_changes,
     validate_new_memories,
 )
+from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import ClaimCache
-from memsvc.pipeline.write.keys import summary_key
-from memsvc.pipeline.write.review import Contradiction, Review, WriteReview, cosine_matrix, superseded_changes
+from memsvc.pipeline.write.keys import is_turn_key, summary_key
+from memsvc.pipeline.write.review import (
+    CONSISTENCY_PENALTY,
+    Contradiction,
+    Review,
+    WriteReview,
+    cosine_matrix,
+    superseded_changes,
+)
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import RecordStore
 
@@ -82,6 +90,8 @@ class AddResult:
     outcome: WriteOutcome
     reason: str = ""
     superseded_ids: tuple[str, ...] = ()
+    # The vector a new memory was indexed with (None when nothing new was stored).
+    vector: Vector | None = None
 
 
 @dataclass(frozen=True)
@@ -319,7 +329,7 @@ class WritePath:
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
             if row.retention_status is RetentionStatus.SUPERSEDED:
                 reason = f"older than memory {row.superseded_by}, which it contradicts; stored as superseded history"
-            results[k] = AddResult(memories[k], True, WriteOutcome.CREATED, reason, superseded)
+            results[k] = AddResult(memories[k], True, WriteOutcome.CREATED, reason, superseded, draft.vector)
         out: list[AddResult] = []
         for k, draft in enumerate(drafts):
             if draft.result is not None:
@@ -338,10 +348,11 @@ class WritePath:
     async def _new_row(self, namespace: Namespace, item: NewMemory, now: float, claims: ClaimCache) -> StoredMemory:
         created_at = item.created_at if item.created_at is not None else now
         memory_id = new_memory_id(created_at)
+        kind = item.kind if item.kind is not None else kind_of(item.content, item.role)
         if item.importance is not None:
             importance, importance_reason = item.importance, "set by the caller"
         else:
-            estimate = estimate_importance(item.content, item.role, item.kind, claims)
+            estimate = estimate_importance(item.content, item.role, kind, claims)
             importance, importance_reason = estimate.value, f"estimated: {estimate.reason}"
         quality = estimate_quality(item.content)
         reasons = {
@@ -356,7 +367,7 @@ class WritePath:
                 namespace, memory_id, item.content, item.metadata, item.speaker_name, item.index_text
             ),
             role=item.role,
-            kind=item.kind,
+            kind=kind,
             tags=item.tags,
             session_id=item.session_id,
             importance=importance,
@@ -377,6 +388,7 @@ class WritePath:
             score_reasons=reasons,
             source_ids=item.source_ids,
             extraction_pending=item.extraction_pending,
+            acknowledgement=item.acknowledgement,
         )
 
     async def _confirm(
@@ -400,11 +412,13 @@ class WritePath:
     async def _supersede(
         self, principal: Principal, namespace: Namespace, items: Sequence[tuple[Memory, str, str]], now: float
     ) -> None:
-        """Mark contradicted memories superseded (with a version each) and re-index their vectors.
+        """Mark contradicted memories superseded (with a version each) and re-index their vectors;
+        supersession follows provenance: the turns they were extracted from are marked outdated.
 
         The successors are stored first: if this step fails, both stay active, never neither.
         """
         updated: list[tuple[StoredMemory, str]] = []
+        turns: dict[str, tuple[str, str]] = {}  # source turn id -> (successor id, reason)
         for old, successor_id, reason in items:
             changes = superseded_changes(old, successor_id, reason)
             after = old._replace(retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
@@ -419,8 +433,69 @@ class WritePath:
             row = await self._store.update_memory(namespace, old.id, changes, now, version)
             if row is not None:
                 updated.append((row, old.embedding_text))
+                turns.update(dict.fromkeys(row.source_ids, (successor_id, f"a memory extracted from it was: {reason}")))
         await self._indexer.reindex(namespace, updated)
-        await self._mark_summaries_stale(namespace, [row for row, _ in updated])
+        outdated = await self._outdate_turns(principal, namespace, turns, now)
+        await self._mark_summaries_stale(namespace, [row for row, _ in updated] + outdated)
+
+    async def _outdate_turns(
+        self, principal: Principal, namespace: Namespace, turns: Mapping[str, tuple[str, str]], now: float
+    ) -> list[StoredMemory]:
+        """Mark these conversation turns (id -> successor id, reason) as stating what their
+        successor replaced: they stay active and findable as history, ranked below it for
+        questions about the present. Returns the rows marked."""
+        if not turns:
+            return []
+        rows = [r for r in await self._store.fetch_memories(namespace, list(turns)) if is_turn_key(r.idempotency_key)]
+        marked: list[StoredMemory] = []
+        for row in rows:
+            successor_id, reason = turns[row.id]
+            memory = await self._codec.open(row)
+            version = await self._codec.version_of(
+                memory._replace(superseded_by=successor_id),
+                at=now,
+                actor=principal.key_id,
+                change=MemoryChange.SUPERSEDE,
+                fields=("superseded_by", "consistency"),
+                description=f"outdated by {successor_id}: {reason}",
+            )
+            done = await self._store.mark_outdated(namespace, [version], successor_id, CONSISTENCY_PENALTY)
+            if done:
+                marked.append(row._replace(superseded_by=successor_id))
+        return marked
+
+    async def related(
+        self, namespace: Namespace, vectors: Sequence[Vector], deadline: Deadline, limit: int = 20
+    ) -> list[Memory]:
+        """The user's stored memories a new one near `vectors` could update or repeat."""
+        if self._review is None:
+            return []
+        return await self._review.related(namespace, vectors, deadline, limit)
+
+    async def confirm(
+        self, principal: Principal, namespace: Namespace, memory_id: str, reason: str, deadline: Deadline
+    ) -> Memory | None:
+        """Raise the confirmation count of a stored memory a new statement repeats."""
+        rows = await deadline.run(self._store.fetch_memories(namespace, [memory_id]), "the record store")
+        if not rows:
+            return None
+        confirmed = await self._confirm(principal, await self._codec.open(rows[0]), reason, time.time(), deadline)
+        if confirmed is not None:
+            await self._changes.changed(namespace)
+        return confirmed
+
+    async def supersede(
+        self, principal: Principal, namespace: Namespace, successor_id: str, memory_ids: Sequence[str], reason: str
+    ) -> None:
+        """Mark stored memories of `namespace` superseded by `successor_id` (and the turns they
+        were extracted from outdated); an id the namespace does not hold is skipped."""
+        rows = [r for r in await self._store.fetch_memories(namespace, list(memory_ids)) if r.id != successor_id]
+        active = [r for r in rows if r.retention_status is RetentionStatus.ACTIVE]
+        if not active:
+            return
+        opened = await self._codec.open_all(active)
+        await self._supersede(principal, namespace, [(m, successor_id, reason) for m in opened], time.time())
+        await self._changes.changed(namespace)
 
     async def _mark_summaries_stale(self, namespace: Namespace, changed: Sequence[StoredMemory]) -> None:
         """Session summaries quoting a turn that `changed` memories (superseded, deleted) came from,

@@ -21,6 +21,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
     MemoryFilter,
+    MemoryKind,
     Namespace,
     RetentionStatus,
     StoredMemory,
@@ -234,6 +235,39 @@ class WriteReview:
             return Review()
         contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline, claims)
         return Review(contradictions=tuple(contradictions))
+
+    async def related(
+        self, namespace: Namespace, vectors: Sequence[Vector], deadline: Deadline, limit: int
+    ) -> list[Memory]:
+        """The user's stored memories nearest to any of `vectors` that a new one could update or
+        repeat (active, not conversation turns nor summaries), nearest first, at most `limit`."""
+        if not vectors:
+            return []
+        try:
+            found = await deadline.run(
+                self._index.search_many(namespace, list(vectors), self._candidates, MemoryFilter()),
+                "the vector index",
+            )
+        except Unavailable as exc:
+            log.warning("related memories skipped: %s", exc.message)
+            return []
+        best: dict[str, float] = {}
+        for hits in found:
+            for h in hits:
+                if h.similarity >= self._contradiction_similarity:
+                    best[h.memory_id] = max(best.get(h.memory_id, -1.0), h.similarity)
+        if not best:
+            return []
+        rows = await deadline.run(self._store.fetch_memories(namespace, list(best)), "the record store")
+        kept = [
+            r
+            for r in rows
+            if r.retention_status is RetentionStatus.ACTIVE
+            and not is_turn_key(r.idempotency_key)
+            and r.kind is not MemoryKind.SUMMARY
+        ]
+        kept.sort(key=lambda r: -best[r.id])
+        return await self._codec.open_all(kept[:limit])
 
     async def review_batch(
         self,

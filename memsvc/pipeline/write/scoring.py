@@ -35,6 +35,8 @@ _KIND_BASE = {
     MemoryKind.PREFERENCE: 0.7,
     MemoryKind.DECISION: 0.75,
     MemoryKind.COMMITMENT: 0.75,
+    # How the user wants to be answered applies to every answer.
+    MemoryKind.INSTRUCTION: 0.8,
     MemoryKind.RECOMMENDATION: 0.7,
     MemoryKind.FACT: 0.6,
     MemoryKind.SUMMARY: 0.6,

@@ -210,6 +210,15 @@ class MemoryRecords(Protocol):
         """Set or clear the stale mark of summaries; their revision and vector are unchanged."""
         ...
 
+    async def mark_outdated(
+        self, namespace: Namespace, outdated: Sequence[StoredVersion], successor_id: str, consistency_factor: float
+    ) -> list[str]:
+        """Mark the memories of these versions (one each, recording the change) as stating what
+        `successor_id` replaced: `superseded_by` set, consistency multiplied by the factor;
+        retention status, revision and vector unchanged. Memories already outdated are left as
+        they are. Returns the ids marked."""
+        ...
+
 
 class VersionRecords(Protocol):
     """The history of memories: one version row per change."""

@@ -78,6 +78,13 @@ _LEXICAL_DOCS_COVERING: Migration = (
 )
 
 
+# Conversation turns that only acknowledge or react: kept as context, never ranked as results.
+_ACKNOWLEDGEMENTS: Migration = (
+    10,
+    ("ALTER TABLE memories ADD COLUMN acknowledgement INTEGER NOT NULL DEFAULT 0",),
+)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -289,6 +296,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _derivation_root("BLOB"),
     _SQLITE_LEXICAL_DOCS_ACTIVE,
     _LEXICAL_DOCS_COVERING,
+    _ACKNOWLEDGEMENTS,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -517,4 +525,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _derivation_root("BYTEA"),
     _POSTGRES_LEXICAL_DOCS_ACTIVE,
     _LEXICAL_DOCS_COVERING,
+    _ACKNOWLEDGEMENTS,
 )

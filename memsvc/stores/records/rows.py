@@ -27,7 +27,8 @@ MEMORY_COLUMNS = (
     "id, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, stale"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, "
+    "stale, acknowledgement"
 )
 
 API_KEY_COLUMNS = (
@@ -92,6 +93,7 @@ def memory_from_row(row: Sequence[Any], namespace: Namespace | None = None) -> S
         _strings(row[29]),  # source_ids
         bool(row[30]),  # extraction_pending
         bool(row[31]),  # stale
+        bool(row[32]),  # acknowledgement
     )
 
 
@@ -131,6 +133,7 @@ def memory_to_params(m: StoredMemory) -> tuple[Any, ...]:
         json.dumps(list(m.source_ids)),
         int(m.extraction_pending),
         int(m.stale),
+        int(m.acknowledgement),
     )
 
 
@@ -138,9 +141,10 @@ INSERT_MEMORY_COLUMNS = (
     "id, ns, tenant, project, environment, user_id, ciphertext, role, kind, tags, session_id, "
     "importance, tier, created_at, updated_at, usage_count, last_accessed_at, quality, "
     "consistency, decay, retention_status, embedding_version, superseded_by, idempotency_key, "
-    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, stale"
+    "indexed, revision, expires_at, confirmation_count, score_reasons, vitality, source_ids, extraction_pending, "
+    "stale, acknowledgement"
 )
-INSERT_MEMORY_ARITY = 33
+INSERT_MEMORY_ARITY = 34
 
 
 def api_key_from_row(row: Sequence[Any]) -> ApiKeyRecord:

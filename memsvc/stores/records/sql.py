@@ -393,6 +393,26 @@ class SqlRecordStore(ABC):
 
         await self._write(mark())
 
+    async def mark_outdated(
+        self, namespace: Namespace, outdated: Sequence[StoredVersion], successor_id: str, consistency_factor: float
+    ) -> list[str]:
+        def mark() -> Program[list[str]]:
+            marked = []
+            for version in outdated:
+                changed = (
+                    yield q(
+                        "UPDATE memories SET superseded_by = %s, consistency = consistency * %s "
+                        "WHERE ns = %s AND id = %s AND superseded_by = ''",
+                        (successor_id, consistency_factor, namespace.digest, version.memory_id),
+                    )
+                ).rowcount
+                if changed:
+                    yield from self._insert_version(version)
+                    marked.append(version.memory_id)
+            return marked
+
+        return await self._write(mark())
+
     # -- versions -----------------------------------------------------------------------------
 
     async def list_versions(

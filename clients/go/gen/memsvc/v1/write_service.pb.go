@@ -152,7 +152,8 @@ type NewMemory struct {
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
 	// Who produced the memory; ROLE_USER when unset.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=memsvc.v1.Role" json:"role,omitempty"`
-	// What sort of knowledge the memory holds; MEMORY_KIND_FACT when unset.
+	// What sort of knowledge the memory holds; when unset, the server classifies the content
+	// (see MEMORY_KIND_UNSPECIFIED).
 	Kind MemoryKind `protobuf:"varint,3,opt,name=kind,proto3,enum=memsvc.v1.MemoryKind" json:"kind,omitempty"`
 	// Labels for filtering, at most 32; each matches `[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}`.
 	Tags []string `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`

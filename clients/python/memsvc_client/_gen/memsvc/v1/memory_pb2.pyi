@@ -28,6 +28,7 @@ class MemoryKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MEMORY_KIND_SUMMARY: _ClassVar[MemoryKind]
     MEMORY_KIND_RECOMMENDATION: _ClassVar[MemoryKind]
     MEMORY_KIND_COMMITMENT: _ClassVar[MemoryKind]
+    MEMORY_KIND_INSTRUCTION: _ClassVar[MemoryKind]
 
 class Tier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -65,6 +66,7 @@ MEMORY_KIND_DECISION: MemoryKind
 MEMORY_KIND_SUMMARY: MemoryKind
 MEMORY_KIND_RECOMMENDATION: MemoryKind
 MEMORY_KIND_COMMITMENT: MemoryKind
+MEMORY_KIND_INSTRUCTION: MemoryKind
 TIER_UNSPECIFIED: Tier
 TIER_HOT: Tier
 TIER_WARM: Tier
@@ -83,7 +85,7 @@ MEMORY_CHANGE_DELETE: MemoryChange
 MEMORY_CHANGE_IMPORT: MemoryChange
 
 class Memory(_message.Message):
-    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by", "expire_time", "confirmation_count", "score_reasons", "vitality", "source_memory_ids", "speaker_name", "stale")
+    __slots__ = ("id", "user_id", "content", "role", "kind", "tags", "session_id", "importance", "metadata", "tier", "create_time", "update_time", "usage_count", "last_access_time", "quality", "consistency", "decay", "retention_status", "embedding_version", "superseded_by", "expire_time", "confirmation_count", "score_reasons", "vitality", "source_memory_ids", "speaker_name", "stale", "outdated", "acknowledgement")
     class ScoreReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +120,8 @@ class Memory(_message.Message):
     SOURCE_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     SPEAKER_NAME_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    OUTDATED_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGEMENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     content: str
@@ -145,7 +149,9 @@ class Memory(_message.Message):
     source_memory_ids: _containers.RepeatedScalarFieldContainer[str]
     speaker_name: str
     stale: bool
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmation_count: _Optional[int] = ..., score_reasons: _Optional[_Mapping[str, str]] = ..., vitality: _Optional[float] = ..., source_memory_ids: _Optional[_Iterable[str]] = ..., speaker_name: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...
+    outdated: bool
+    acknowledgement: bool
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., content: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., kind: _Optional[_Union[MemoryKind, str]] = ..., tags: _Optional[_Iterable[str]] = ..., session_id: _Optional[str] = ..., importance: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tier: _Optional[_Union[Tier, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., usage_count: _Optional[int] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., retention_status: _Optional[_Union[RetentionStatus, str]] = ..., embedding_version: _Optional[str] = ..., superseded_by: _Optional[str] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmation_count: _Optional[int] = ..., score_reasons: _Optional[_Mapping[str, str]] = ..., vitality: _Optional[float] = ..., source_memory_ids: _Optional[_Iterable[str]] = ..., speaker_name: _Optional[str] = ..., stale: _Optional[bool] = ..., outdated: _Optional[bool] = ..., acknowledgement: _Optional[bool] = ...) -> None: ...
 
 class MemoryVersion(_message.Message):
     __slots__ = ("id", "memory_id", "version", "create_time", "actor", "change", "changed_fields", "description", "content", "metadata", "tier", "retention_status", "importance")
@@ -186,7 +192,7 @@ class MemoryRecord(_message.Message):
     def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("semantic", "recency", "importance", "usage", "quality", "consistency", "decay", "lexical", "dense_rank", "lexical_rank", "relevance", "term_coverage")
+    __slots__ = ("semantic", "recency", "importance", "usage", "quality", "consistency", "decay", "lexical", "dense_rank", "lexical_rank", "relevance", "term_coverage", "currency")
     SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     RECENCY_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +205,7 @@ class ScoreBreakdown(_message.Message):
     LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_FIELD_NUMBER: _ClassVar[int]
     TERM_COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
     semantic: float
     recency: float
     importance: float
@@ -211,7 +218,8 @@ class ScoreBreakdown(_message.Message):
     lexical_rank: int
     relevance: float
     term_coverage: float
-    def __init__(self, semantic: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., usage: _Optional[float] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., lexical: _Optional[float] = ..., dense_rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., term_coverage: _Optional[float] = ...) -> None: ...
+    currency: float
+    def __init__(self, semantic: _Optional[float] = ..., recency: _Optional[float] = ..., importance: _Optional[float] = ..., usage: _Optional[float] = ..., quality: _Optional[float] = ..., consistency: _Optional[float] = ..., decay: _Optional[float] = ..., lexical: _Optional[float] = ..., dense_rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., relevance: _Optional[float] = ..., term_coverage: _Optional[float] = ..., currency: _Optional[float] = ...) -> None: ...
 
 class MemoryFilter(_message.Message):
     __slots__ = ("tier", "tags_any", "session_id", "metadata", "min_importance", "roles", "kinds", "create_time_after", "create_time_before", "include_inactive")

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/query_service.proto.
  */
 export const file_memsvc_v1_query_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tZW1zdmMvdjEvcXVlcnlfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIoEBChBDb252ZXJzYXRpb25UdXJuEh0KBHJvbGUYASABKA4yDy5tZW1zdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRuYW1lGAQgASgJIuICCgxRdWVyeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRINCgVsaW1pdBgDIAEoBRInCgZmaWx0ZXIYBCABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEiIKBG1vZGUYBSABKA4yFC5tZW1zdmMudjEuUXVlcnlNb2RlEhoKEmFkZGl0aW9uYWxfcXVlcmllcxgGIAMoCRIxCgxyZWNlbnRfdHVybnMYByADKAsyGy5tZW1zdmMudjEuQ29udmVyc2F0aW9uVHVybhIWCg5jb250ZXh0X3dpbmRvdxgIIAEoBRIUCgx0b2tlbl9idWRnZXQYCSABKAUSEgoKc2tpcF9jYWNoZRgKIAEoCBIXCg9pbmNsdWRlX3NvdXJjZXMYCyABKAgSGgoNbWluX3JlbGV2YW5jZRgMIAEoAkgAiAEBQhAKDl9taW5fcmVsZXZhbmNlIssBCgxSYW5rZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtc3ZjLnYxLk1lbW9yeRINCgVzY29yZRgCIAEoAhIyCg9zY29yZV9icmVha2Rvd24YAyABKAsyGS5tZW1zdmMudjEuU2NvcmVCcmVha2Rvd24SFwoPbWF0Y2hlZF9xdWVyaWVzGAQgAygJEhgKEGNvbnRleHRfbmVpZ2hib3IYBSABKAgSIgoHc291cmNlcxgGIAMoCzIRLm1lbXN2Yy52MS5NZW1vcnkiMQoLU3RhZ2VUaW1pbmcSDQoFc3RhZ2UYASABKAkSEwoLZHVyYXRpb25fbXMYAiABKAEiqgMKC1F1ZXJ5UmVwb3J0EiIKBG1vZGUYASABKA4yFC5tZW1zdmMudjEuUXVlcnlNb2RlEhUKDXNlbGVjdGVkX3Rvb2wYAiABKAkSDwoHcXVlcmllcxgDIAMoCRIQCghzZWFyY2hlcxgEIAEoBRIRCglsbG1fY2FsbHMYBSABKAUSEwoLbGxtX3RpbWVfbXMYBiABKAESFAoMaW5wdXRfdG9rZW5zGAcgASgFEhUKDW91dHB1dF90b2tlbnMYCCABKAUSJgoGc3RhZ2VzGAkgAygLMhYubWVtc3ZjLnYxLlN0YWdlVGltaW5nEhEKCWNhY2hlX2hpdBgKIAEoCBIbChNlbWJlZGRpbmdfY2FjaGVfaGl0GAsgASgIEhsKE2NhbmRpZGF0ZXNfcmVjYWxsZWQYDCABKAUSHQoVZHJvcHBlZF9ieV9pbXBvcnRhbmNlGA0gASgFEhAKCGRlZ3JhZGVkGA4gASgIEg0KBW5vdGVzGA8gAygJEhIKCmNvbmZpZGVuY2UYECABKAISHwoXZHJvcHBlZF9iZWxvd19yZWxldmFuY2UYESABKAUinAEKDVF1ZXJ5UmVzcG9uc2USKQoIbWVtb3JpZXMYASADKAsyFy5tZW1zdmMudjEuUmFua2VkTWVtb3J5EhMKC2V4cGxhbmF0aW9uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSJgoGcmVwb3J0GAQgASgLMhYubWVtc3ZjLnYxLlF1ZXJ5UmVwb3J0Eg8KB2NvbnRleHQYBSABKAkqugEKCVF1ZXJ5TW9kZRIaChZRVUVSWV9NT0RFX1VOU1BFQ0lGSUVEEAASFQoRUVVFUllfTU9ERV9ESVJFQ1QQARIaChZRVUVSWV9NT0RFX01VTFRJX1FVRVJZEAISFQoRUVVFUllfTU9ERV9GVVNJT04QAxIcChhRVUVSWV9NT0RFX0FQUExJQ0FCSUxJVFkQBBIUChBRVUVSWV9NT0RFX0FHRU5UEAUSEwoPUVVFUllfTU9ERV9BVVRPEAYySgoMUXVlcnlTZXJ2aWNlEjoKBVF1ZXJ5EhcubWVtc3ZjLnYxLlF1ZXJ5UmVxdWVzdBoYLm1lbXN2Yy52MS5RdWVyeVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_memsvc_v1_memory]);
+  fileDesc("Ch1tZW1zdmMvdjEvcXVlcnlfc2VydmljZS5wcm90bxIJbWVtc3ZjLnYxIoEBChBDb252ZXJzYXRpb25UdXJuEh0KBHJvbGUYASABKA4yDy5tZW1zdmMudjEuUm9sZRIPCgdjb250ZW50GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRuYW1lGAQgASgJIvsCCgxRdWVyeVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRINCgVxdWVyeRgCIAEoCRINCgVsaW1pdBgDIAEoBRInCgZmaWx0ZXIYBCABKAsyFy5tZW1zdmMudjEuTWVtb3J5RmlsdGVyEiIKBG1vZGUYBSABKA4yFC5tZW1zdmMudjEuUXVlcnlNb2RlEhoKEmFkZGl0aW9uYWxfcXVlcmllcxgGIAMoCRIxCgxyZWNlbnRfdHVybnMYByADKAsyGy5tZW1zdmMudjEuQ29udmVyc2F0aW9uVHVybhIWCg5jb250ZXh0X3dpbmRvdxgIIAEoBRIUCgx0b2tlbl9idWRnZXQYCSABKAUSEgoKc2tpcF9jYWNoZRgKIAEoCBIXCg9pbmNsdWRlX3NvdXJjZXMYCyABKAgSGgoNbWluX3JlbGV2YW5jZRgMIAEoAkgAiAEBEhcKD2luY2x1ZGVfY29udGV4dBgNIAEoCEIQCg5fbWluX3JlbGV2YW5jZSLzAQoMUmFua2VkTWVtb3J5EiEKBm1lbW9yeRgBIAEoCzIRLm1lbXN2Yy52MS5NZW1vcnkSDQoFc2NvcmUYAiABKAISMgoPc2NvcmVfYnJlYWtkb3duGAMgASgLMhkubWVtc3ZjLnYxLlNjb3JlQnJlYWtkb3duEhcKD21hdGNoZWRfcXVlcmllcxgEIAMoCRIcChBjb250ZXh0X25laWdoYm9yGAUgASgIQgIYARIiCgdzb3VyY2VzGAYgAygLMhEubWVtc3ZjLnYxLk1lbW9yeRIiCgdjb250ZXh0GAcgAygLMhEubWVtc3ZjLnYxLk1lbW9yeSIxCgtTdGFnZVRpbWluZxINCgVzdGFnZRgBIAEoCRITCgtkdXJhdGlvbl9tcxgCIAEoASKqAwoLUXVlcnlSZXBvcnQSIgoEbW9kZRgBIAEoDjIULm1lbXN2Yy52MS5RdWVyeU1vZGUSFQoNc2VsZWN0ZWRfdG9vbBgCIAEoCRIPCgdxdWVyaWVzGAMgAygJEhAKCHNlYXJjaGVzGAQgASgFEhEKCWxsbV9jYWxscxgFIAEoBRITCgtsbG1fdGltZV9tcxgGIAEoARIUCgxpbnB1dF90b2tlbnMYByABKAUSFQoNb3V0cHV0X3Rva2VucxgIIAEoBRImCgZzdGFnZXMYCSADKAsyFi5tZW1zdmMudjEuU3RhZ2VUaW1pbmcSEQoJY2FjaGVfaGl0GAogASgIEhsKE2VtYmVkZGluZ19jYWNoZV9oaXQYCyABKAgSGwoTY2FuZGlkYXRlc19yZWNhbGxlZBgMIAEoBRIdChVkcm9wcGVkX2J5X2ltcG9ydGFuY2UYDSABKAUSEAoIZGVncmFkZWQYDiABKAgSDQoFbm90ZXMYDyADKAkSEgoKY29uZmlkZW5jZRgQIAEoAhIfChdkcm9wcGVkX2JlbG93X3JlbGV2YW5jZRgRIAEoBSKcAQoNUXVlcnlSZXNwb25zZRIpCghtZW1vcmllcxgBIAMoCzIXLm1lbXN2Yy52MS5SYW5rZWRNZW1vcnkSEwoLZXhwbGFuYXRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRImCgZyZXBvcnQYBCABKAsyFi5tZW1zdmMudjEuUXVlcnlSZXBvcnQSDwoHY29udGV4dBgFIAEoCSq6AQoJUXVlcnlNb2RlEhoKFlFVRVJZX01PREVfVU5TUEVDSUZJRUQQABIVChFRVUVSWV9NT0RFX0RJUkVDVBABEhoKFlFVRVJZX01PREVfTVVMVElfUVVFUlkQAhIVChFRVUVSWV9NT0RFX0ZVU0lPThADEhwKGFFVRVJZX01PREVfQVBQTElDQUJJTElUWRAEEhQKEFFVRVJZX01PREVfQUdFTlQQBRITCg9RVUVSWV9NT0RFX0FVVE8QBjJKCgxRdWVyeVNlcnZpY2USOgoFUXVlcnkSFy5tZW1zdmMudjEuUXVlcnlSZXF1ZXN0GhgubWVtc3ZjLnYxLlF1ZXJ5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_memsvc_v1_memory]);
 
 /**
  * ConversationTurn is one turn of a conversation: a new turn to remember
@@ -119,18 +119,18 @@ export type QueryRequest = Message<"memsvc.v1.QueryRequest"> & {
   recentTurns: ConversationTurn[];
 
   /**
-   * Optional. Number of neighbouring turns of the same session to add before and after each
-   * returned memory (context expansion), 0 to 5. Neighbours obey `filter` as results do (tier,
-   * tags, roles, kinds, time range, metadata, inactive ones), except `min_importance`, which
-   * gates ranking: a neighbour that the filter excludes is left out, not replaced.
+   * Optional. Number of neighbouring turns of the same session to attach before and after each
+   * returned memory (RankedMemory.context), 0 to 5. Neighbours obey `filter` as results do
+   * (tier, tags, roles, kinds, time range, metadata, inactive ones), except `min_importance`,
+   * which gates ranking: a neighbour that the filter excludes is left out, not replaced.
    *
    * @generated from field: int32 context_window = 8;
    */
   contextWindow: number;
 
   /**
-   * Optional. Token budget of the composed context block (QUERY_MODE_APPLICABILITY); 1,024
-   * when unset.
+   * Optional. Token budget of the composed context block (QueryResponse.context); 1,024 when
+   * unset.
    *
    * @generated from field: int32 token_budget = 9;
    */
@@ -160,6 +160,14 @@ export type QueryRequest = Message<"memsvc.v1.QueryRequest"> & {
    * @generated from field: optional float min_relevance = 12;
    */
   minRelevance?: number | undefined;
+
+  /**
+   * Optional. Compose a ready-to-use context block of the answer (QueryResponse.context) in
+   * any mode; QUERY_MODE_APPLICABILITY always composes one.
+   *
+   * @generated from field: bool include_context = 13;
+   */
+  includeContext: boolean;
 };
 
 /**
@@ -183,7 +191,8 @@ export type RankedMemory = Message<"memsvc.v1.RankedMemory"> & {
   memory?: Memory | undefined;
 
   /**
-   * The final score the result is ordered by, in [0, 1].
+   * The final score, in [0, 1]: results come in descending score in every mode, and the score
+   * is what decided their order.
    *
    * @generated from field: float score = 2;
    */
@@ -204,10 +213,11 @@ export type RankedMemory = Message<"memsvc.v1.RankedMemory"> & {
   matchedQueries: string[];
 
   /**
-   * True when the memory was added as a neighbour of a matching memory (context expansion)
-   * rather than matched itself.
+   * Deprecated: always false. Neighbouring turns (context expansion) are attached to the result
+   * they accompany, in `context`, and are never results of their own.
    *
-   * @generated from field: bool context_neighbor = 5;
+   * @generated from field: bool context_neighbor = 5 [deprecated = true];
+   * @deprecated
    */
   contextNeighbor: boolean;
 
@@ -218,6 +228,15 @@ export type RankedMemory = Message<"memsvc.v1.RankedMemory"> & {
    * @generated from field: repeated memsvc.v1.Memory sources = 6;
    */
   sources: Memory[];
+
+  /**
+   * The turns of the same session just before and after this memory, oldest first, when the
+   * request set `context_window` (a memory returned as a result of its own is not repeated
+   * here). Context for this result, not results.
+   *
+   * @generated from field: repeated memsvc.v1.Memory context = 7;
+   */
+  context: Memory[];
 };
 
 /**
@@ -405,7 +424,8 @@ export type QueryResponse = Message<"memsvc.v1.QueryResponse"> & {
   memories: RankedMemory[];
 
   /**
-   * One line on why the top result ranks first.
+   * One line on why the top result ranks first; says that nothing matched when `memories` is
+   * empty.
    *
    * @generated from field: string explanation = 2;
    */
@@ -426,8 +446,12 @@ export type QueryResponse = Message<"memsvc.v1.QueryResponse"> & {
   report?: QueryReport | undefined;
 
   /**
-   * A ready-to-use context block of the returned memories within the token budget
-   * (QUERY_MODE_APPLICABILITY; empty in other modes).
+   * A ready-to-use context block within the token budget (QueryRequest.token_budget), set in
+   * QUERY_MODE_APPLICABILITY and when the request set `include_context`, empty otherwise. It
+   * holds up to three blocks, each with its share of the budget: the user's instructions
+   * (MEMORY_KIND_INSTRUCTION), whatever the query is about; the returned memories, best first,
+   * lower-scored ones left out before a higher-scored one is shortened; and the request's
+   * `recent_turns`. A block's unused share goes to the others.
    *
    * @generated from field: string context = 5;
    */

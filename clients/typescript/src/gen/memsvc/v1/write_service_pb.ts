@@ -39,7 +39,8 @@ export type NewMemory = Message<"memsvc.v1.NewMemory"> & {
   role: Role;
 
   /**
-   * What sort of knowledge the memory holds; MEMORY_KIND_FACT when unset.
+   * What sort of knowledge the memory holds; when unset, the server classifies the content
+   * (see MEMORY_KIND_UNSPECIFIED).
    *
    * @generated from field: memsvc.v1.MemoryKind kind = 3;
    */

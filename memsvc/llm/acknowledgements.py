@@ -1,0 +1,155 @@
+"""Turns that only acknowledge or react ("Good to know!", "Haha yes", "Congrats on the move!").
+
+Such a turn states nothing of its own. Returned as a result it spends a place, and an
+assistant's prompt tokens, on nothing, so it is kept as context of the turn it answers instead.
+Two shapes are told apart by rules:
+
+- every word is a reaction, a courtesy, a word of agreement, a function word, or one of a word
+  or two echoing the turn it answers ("Berlin, nice!") or naming its speaker;
+- a short reply led by a reaction ("Congrats on the promotion!", "Oof, that's a big jump.") that
+  says nothing of its speaker's own (no "I", "we"), names nobody new and holds no number;
+- an assistant's remark of a few words on what the user just said ("Easy win.", "A classic.")
+  that neither asks nor advises.
+
+A user who answers the assistant in the assistant's own words is choosing ("pinot noir it
+is"), not echoing, and whoever answers a question answers it, however short ("Nope!",
+"Stanage. Thanks."); anything that names something new ("Luna and Oliver!", "Tuesdays at 7.")
+states something too.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memsvc.domain.models import Role
+from memsvc.llm.text import STOPWORDS, named_entities, normalise, sentences, tokens
+from memsvc.stores.lexical.analysis import Analyzer
+
+# What people say to react, agree or be polite, as opposed to what they say about anything.
+_INTERJECTIONS = frozenset(
+    """
+    oh ooh ah aah aw aww awww wow whoa woah yay yey hooray haha hahaha hahahaha hehe heh ha lol lmao rofl omg gosh
+    geez jeez hmm hm mm mmm uh um huh yikes ugh phew oops ouch oof yum yummy hah ok okay k kk alright allright cool
+    nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_COURTESIES = frozenset(
+    """
+    thanks thank thx ty tysm u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
+    later night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
+    fun wishes wish hope hoping xoxo safe travels
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Words that answer a yes/no question: a reaction after a statement, an answer after a question.
+_ASSENT = frozenset(
+    """
+    yes yeah yep yup ya yah sure right true indeed exactly totally absolutely definitely certainly agreed agree
+    fair same precisely correct course no nope nah not don't do does did
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# How a reply judges what it reacts to, and the words such judgements are made of.
+_EVALUATIONS = frozenset(
+    """
+    good great nice awesome amazing wonderful lovely fantastic excellent perfect brilliant super terrific
+    incredible impressive beautiful gorgeous cute adorable funny hilarious interesting exciting sad unfortunate
+    terrible awful tough rough crazy wild insane glad happy proud jealous envious thrilled delighted excited wise
+    smart clever helpful useful kind thoughtful fascinating inspiring solid noted understood understandable
+    gotcha got see know hear heard sounds sound seems seem looks look feel mean love loved like fine well better
+    best lot bit sense makes fabulous marvellous marvelous splendid stellar epic dope rad legit lucky touching
+    relief relieved bummer shame pity huge big relatable deserved done
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Nouns a reaction names what it reacts to with ("Great idea!", "Thanks for the tip").
+_REACTION_NOUNS = frozenset(
+    """
+    idea ideas plan news update tip tips advice suggestion suggestions info information help point question
+    reminder choice call pick chat talk note
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS
+_LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
+_DIGIT = re.compile(r"\d")
+_VOCATIVE = re.compile(r",\s+([A-Z][\w'.-]*)\s*[!.?]+(?:\s|$)")
+# The speaker saying something of their own.
+_OWN = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|mine|we|we're|we've|our)\b", re.IGNORECASE)
+# A reaction names what it reacts to in a word or two ("Berlin, nice!", "Congrats on the new
+# job!"); a turn that takes up more of the other's words says something about them.
+_MAX_ECHOES = 2
+# The longest reply that is still a reaction when it names a thing or two of its own.
+_MAX_REACTION_WORDS = 10
+_MAX_OTHER_WORDS = 2
+# An assistant's remark this short, on a statement of the user's, is a reaction to it.
+_MAX_REMARK_WORDS = 8
+_WH = re.compile(r"\b(?:what|which|who|whom|whose|where|when|why|how)\b", re.IGNORECASE)
+# A question typed without its question mark ("what's a good soup").
+_WH_LEAD = re.compile(r"^(?:what|which|who|where|when|why|how)(?:'s|\b)", re.IGNORECASE)
+# Words that open advice ("Try the blue one."): an assistant's recommendation, however short.
+_ADVICE_LEAD = re.compile(
+    r"^(?:try|consider|use|take|get|make|add|avoid|keep|check|look|go|start|stop|remember|don't|do|book|call|ask|"
+    r"set|put|bring|pack|switch|skip|drink|eat|wear|maybe|perhaps|you should|you could|you might)\b",
+    re.IGNORECASE,
+)
+
+
+def is_acknowledgement(
+    text: str,
+    answered: str = "",
+    addressee: str = "",
+    analyzer: Analyzer | None = None,
+    role: Role = Role.USER,
+    answered_role: Role = Role.USER,
+) -> bool:
+    """Whether `text`, said in `role`, only acknowledges or reacts to `answered` (the turn it
+    follows, said in `answered_role` by `addressee`, if named)."""
+    if _DIGIT.search(text):
+        return False
+    stems = (analyzer or Analyzer()).terms
+    # Whoever the assistant asked answers it; the assistant's reply to a question is judged as
+    # any of its remarks (an answer states something).
+    asked = "?" in answered and role is not Role.ASSISTANT
+    echoed = set(stems(answered)) | {normalise(w) for w in addressee.split()}
+    # Whoever a reply calls by name at a sentence's end ("Congratulations, Mrs!") is addressed.
+    vocatives = {normalise(m.group(1)) for m in _VOCATIVE.finditer(text)}
+    names = {normalise(w) for e in named_entities(text) for w in e.split()} - _PHATIC - _ASSENT - STOPWORDS - vocatives
+    if {n for n in names if not set(stems(n)) <= echoed}:
+        return False  # it names somebody or something new
+    choosing = role is Role.USER and answered_role is Role.ASSISTANT
+    echoes = 0
+    other: list[str] = []
+    led = False
+    for sentence in sentences(text):
+        # A question asked back is a reaction only in reaction words ("Really?", "Right?").
+        question = sentence.endswith("?") or bool(_WH_LEAD.match(sentence))
+        if question and _WH.search(sentence):
+            return False
+        for word in tokens(sentence):
+            if word in _ASSENT:
+                if asked:
+                    return False  # "Nope!" to "Still vegetarian?" answers it
+                continue
+            if word in _LEADS:
+                led = True
+            if word in STOPWORDS or word in _PHATIC or word in vocatives:
+                continue
+            if question:
+                return False
+            held = set(stems(word))
+            if not (asked or choosing) and held and held <= echoed and echoes < _MAX_ECHOES:
+                echoes += 1
+                continue
+            other.append(word)
+    if not other:
+        return True
+    if asked or choosing:
+        return False  # a reply naming anything answers or chooses ("pinot noir it is")
+    words = len(text.split())
+    if _OWN.search(text):
+        return False
+    if led and len(other) <= _MAX_OTHER_WORDS and words <= _MAX_REACTION_WORDS:
+        return True
+    return (
+        role is Role.ASSISTANT
+        and words <= _MAX_REMARK_WORDS
+        and len(other) <= _MAX_OTHER_WORDS
+        and not _ADVICE_LEAD.search(text.strip())
+    )

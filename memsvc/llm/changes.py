@@ -1,0 +1,142 @@
+"""Statements that something of the speaker's changed: the offline rules behind "the newest wins".
+
+"We moved to Manchester", "I don't eat meat anymore", "my rent went up to $1,950", "I've
+switched to matcha", "my lesson is on Thursdays now": a statement in which the speaker (or a
+thing of theirs) is the subject and whose wording says that what held before no longer does.
+What only looks like one is told apart by its wording too:
+
+- someone else's news ("my sister moved to Denver", "Tom got a new job"): another subject;
+- an addition ("we also got a kitten", "another hobby", "as well"): both hold;
+- a one-off ("for once", "tonight", "last night", "this time"): the habit stands;
+- a hypothetical or a plan ("if I ever move", "I might switch", "thinking of quitting");
+- the past retold ("back when I lived in Oslo", "I used to"): older than what holds now.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memsvc.llm.text import sentences
+
+# Wording that says what held before no longer does.
+_CHANGE = re.compile(
+    r"\b(?:now|nowadays|these days|any ?more|no longer|not \w+ing|from now on|instead|actually|turns out|"
+    r"switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|relocat(?:ed|ing)|transferr?(?:ed|ing)|"
+    r"start(?:ed|ing)?|began|quit|gave up|given up|giving up|stopp(?:ed|ing)|dropp(?:ed|ing)|cancell?(?:ed|ing)|"
+    r"replac(?:ed|ing)|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
+    r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|"
+    r"went (?:up|down)|gone (?:up|down)|rais(?:ed|ing)|increas(?:ed|ing)|decreas(?:ed|ing)|rose|risen|fell|"
+    r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new)\b",
+    re.IGNORECASE,
+)
+# The speaker, or a thing of the speaker's, is what the sentence is about.
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|us)\b", re.IGNORECASE)
+# People: a sentence whose subject is one of them is their news, not the speaker's.
+_PERSON = (
+    r"(?:sister|brother|mom|mum|mother|dad|father|parents?|son|daughter|kids?|child(?:ren)?|wife|husband|"
+    r"partner|boyfriend|girlfriend|fianc[eé]e?|friends?|best friend|boss|manager|colleague|coworker|co-worker|"
+    r"neighbou?r|roommate|flatmate|cousin|aunt|uncle|niece|nephew|grand(?:ma|pa|mother|father|parents)|"
+    r"in-laws?|team ?mate|mate|buddy|pal)"
+)
+_OTHERS_NEWS = re.compile(
+    rf"^(?:\w+\s+){{0,3}}?(?:my|our)\s+(?:\w+\s+)?{_PERSON}(?:'s)?\b(?!'s\s+(?:place|house))|"
+    rf"^(?:\w+\s+){{0,2}}?(?:he|she|they|he's|she's|they're|they've)\b",
+    re.IGNORECASE,
+)
+_ADDITION = re.compile(
+    r"\b(?:also|too|as well|another|a second|second|added|adding|in addition|on top of|plus|both|extra)\b",
+    re.IGNORECASE,
+)
+_ONE_OFF = re.compile(
+    r"\b(?:for once|this time|just this once|one[- ]off|tonight|today|this morning|this evening|this afternoon|"
+    r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once)\b",
+    re.IGNORECASE,
+)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|would|might|could|may|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
+    r"hoping|wish|someday|one day|dream|going to|gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
+    r"looking for|shopping for)\b",
+    re.IGNORECASE,
+)
+_PAST_RETOLD = re.compile(
+    r"\b(?:back when|used to|years ago|when I was|as a kid|growing up|in my (?:teens|twenties|thirties)|"
+    r"back in (?:the day|\d{4})|at the time|previously|originally)\b",
+    re.IGNORECASE,
+)
+
+
+# Where a sentence's clauses part: each is judged on its own ("That's going to be my life now,
+# I was made store manager last week": the plan in the first does not undo the second).
+_CLAUSE_BREAK = re.compile(
+    r"\s*(?:[,;:()\u2013\u2014]|\s-\s|\b(?:and|but|so|because|though|although|while)\b)\s*", re.IGNORECASE
+)
+# A clause with a subject of its own that is not the speaker ("Noor swims at 9 now").
+_THIRD_PERSON_SUBJECT = re.compile(r"^(?:the\s+\w+|[A-Z][a-z]+|he|she|they|it|this|that|there)\b")
+# A clause about someone of the speaker's, or someone named: whose news it is.
+_PERSON_SUBJECT = re.compile(
+    rf"^(?:\w+\s+){{0,3}}?(?i:my|our)\s+(?:\w+\s+)?(?P<person>(?i:{_PERSON}))(?:'s)?\b|"
+    r"^(?:\w+\s+)?(?P<pronoun>(?i:he|she|they|he's|she's|they're|they've))\b|"
+    r"^(?P<name>[A-Z][a-z]+)\s+(?!is\b)",
+)
+
+
+def _changes(clause: str, about_the_speaker: bool) -> bool:
+    if not _CHANGE.search(clause):
+        return False
+    if not (_FIRST_PERSON.search(clause) or about_the_speaker):
+        return False
+    excluded = (_OTHERS_NEWS, _ADDITION, _ONE_OFF, _HYPOTHETICAL, _PAST_RETOLD)
+    return not any(p.search(clause) for p in excluded)
+
+
+def states_a_change(text: str) -> bool:
+    """Whether `text` says that something of its speaker's no longer holds as it did: a clause
+    of one of its statements (not a question) is about the speaker, words a change, and is
+    neither someone else's news, an addition, a one-off, a hypothetical nor the past retold."""
+    for sentence in sentences(text):
+        if sentence.endswith("?"):
+            continue
+        # A sentence that names the speaker anywhere makes its subjectless clauses theirs
+        # ("Weighed in this morning at 79.2, so the plan's working!").
+        speaker_sentence = bool(_FIRST_PERSON.search(sentence))
+        for clause in _CLAUSE_BREAK.split(sentence):
+            own = speaker_sentence and not _THIRD_PERSON_SUBJECT.match(clause)
+            if clause and _changes(clause, own):
+                return True
+    return False
+
+
+# Capitalised words that open a clause without naming anyone.
+_NOT_NAMES = frozenset(
+    """
+    i we you he she they it this that there these those my our your the a an so and but oh ok okay yes no well
+    also just now then today
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# A sentence this short says too little to hold a fact ("Miso!", "So hard.").
+_MIN_STATEMENT_WORDS = 3
+
+
+def replaces_what_held(text: str, question: str = "") -> bool:
+    """Whether `text`, said later than another statement that answers `question` alike, can be
+    the one that holds now: one of its sentences states something plainly (not a one-off, a
+    hypothetical, an addition or the past retold), about the speaker or about whoever the
+    question names ("Noor swims on Sundays now" answers "When is Noor's swim class?", while
+    "my sister moved to Denver" does not answer "Where do I live?")."""
+    asked = question.lower()
+    excluded = (_ADDITION, _ONE_OFF, _HYPOTHETICAL, _PAST_RETOLD)
+    for sentence in sentences(text):
+        if sentence.endswith("?") or len(sentence.split()) < _MIN_STATEMENT_WORDS:
+            continue
+        if any(p.search(sentence) for p in excluded):
+            continue
+        for clause in _CLAUSE_BREAK.split(sentence):
+            person = _PERSON_SUBJECT.search(clause.strip())
+            named = "" if person is None else (person.group("person") or person.group("name") or "").lower()
+            if person is not None and person.group("pronoun"):
+                continue  # somebody else, unnamed: whose news it is, the question cannot tell
+            if named and named not in _NOT_NAMES and named not in asked:
+                continue
+            if clause.strip():
+                return True
+    return False

@@ -1,0 +1,150 @@
+"""Stage 5b, the current truth: of results that answer the same question about the present, the
+newest statement wins.
+
+A user says where they live, and months later that they moved. Asked where they live now, both
+statements match the question; nothing in their words says which is current unless the write
+path caught the change (Memory.outdated). So, for a question about the present that is not a
+list, two of the returned statements of one speaker "answer the same question" when their own
+vectors are close (they say things about the same thing), and the older gives way: its currency
+(ScoreBreakdown.currency) falls as an outdated memory's does, and the scores decide the order.
+The newer one must be able to hold now: not a one-off, a hypothetical, an addition or the past
+retold, nor someone else's news that the question does not ask about (`replaces_what_held`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from memsvc.deadline import Deadline
+from memsvc.domain.models import MemoryKind, RankedMemory, Role
+from memsvc.embeddings.base import Vector
+from memsvc.errors import MemsvcError
+from memsvc.llm.changes import replaces_what_held, states_a_change
+from memsvc.llm.needs import detect_needs
+from memsvc.pipeline.context import QueryPlan
+from memsvc.pipeline.write.facts import extract_claims, find_conflict
+from memsvc.stores.vectors.base import VectorIndex
+
+# Two statements of one speaker at least this close (cosine of their vectors) say something
+# about the same thing: on the update stories of memsvc/bench/data, the statement before a
+# change and the one that changed it have a median cosine of 0.42 (a tenth of the pairs below
+# 0.28), a statement and the speaker's other turns a median of 0.09 (nine tenths below 0.26).
+SAME_THING_COSINE = 0.3
+# ... and the newer answers the question about as well as the older (its relevance at least
+# this share of the older's): a kitten adopted later does not answer "what breed is my dog?"
+# as the dog's own mention does, though both are about pets.
+AS_RELEVANT = 0.8
+# The currency of a statement a newer one replaces: half, as the query alone judged it (the write
+# path's marks, which saw the change stated, weigh more: rank.OUTDATED_CURRENCY).
+REPLACED_CURRENCY = 0.5
+# How much more the newest of the answers to a question about the present weighs than the
+# oldest: answers that match it about as well are ordered newest first, while one that matches
+# it clearly better keeps its place.
+NEWER_BY = 0.3
+
+
+def _statement(r: RankedMemory) -> bool:
+    """What the user stated: a turn of theirs, a memory extracted from one, or a session summary
+    (which quotes them)."""
+    m = r.memory
+    return (m.role is Role.USER or m.kind is MemoryKind.SUMMARY) and not m.acknowledgement
+
+
+def _same_speaker(a: RankedMemory, b: RankedMemory) -> bool:
+    """Whether two statements are one speaker's: a summary quotes whoever spoke in its session."""
+    summary = MemoryKind.SUMMARY
+    return a.memory.kind is summary or b.memory.kind is summary or a.memory.speaker_name == b.memory.speaker_name
+
+
+def _stated(r: RankedMemory) -> str:
+    """What a statement says: a summary's quotes of the user's turns, without its heading and
+    the speakers' names ("Jordan: My rent is $1,950." -> "My rent is $1,950.")."""
+    m = r.memory
+    if m.kind is not MemoryKind.SUMMARY:
+        return m.content
+    quotes = [line.split(": ", 1) for line in m.content.splitlines()[1:]]
+    return " ".join(said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value)
+
+
+class CurrentTruth:
+    def __init__(
+        self,
+        index: VectorIndex,
+        same_thing_cosine: float = SAME_THING_COSINE,
+        replaced_currency: float = REPLACED_CURRENCY,
+        newer_by: float = NEWER_BY,
+    ) -> None:
+        self._index = index
+        self._newer_by = newer_by
+        self._same_thing = same_thing_cosine
+        self._replaced_currency = replaced_currency
+
+    async def run(self, plan: QueryPlan, results: list[RankedMemory], deadline: Deadline) -> list[RankedMemory]:
+        """`results` (best first), each older statement that a newer one replaces given way."""
+        if not plan.about_the_present or detect_needs(plan.query).list_intent:
+            return results
+        statements = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
+        if len({r.memory.created_at for r in statements}) < 2:
+            return results
+        vectors = await self._vectors(plan, [r.memory.id for r in statements], deadline)
+        replaced = self._replaced(plan.query, [r for r in statements if r.memory.id in vectors], vectors)
+        oldest = min(r.memory.created_at for r in results)
+        span = max(r.memory.created_at for r in results) - oldest or 1.0
+        out = []
+        for r in results:
+            # The newest of the answers weighs the most, the oldest 1 / (1 + NEWER_BY) as much;
+            # what cannot hold now (a one-off, someone else's news, ...) weighs as the oldest.
+            newer = (r.memory.created_at - oldest) / span
+            if newer and not (_statement(r) and replaces_what_held(_stated(r), plan.query)):
+                newer = 0.0
+            currency = (1 + self._newer_by * newer) / (1 + self._newer_by)
+            if r.memory.id in replaced:
+                currency *= self._replaced_currency
+            currency *= r.breakdown.currency
+            r = RankedMemory(
+                r.memory,
+                round(r.score * currency / r.breakdown.currency, 6),
+                r.breakdown._replace(currency=round(currency, 6)),
+                r.matched_queries,
+                r.sources,
+                r.context,
+            )
+            out.append(r)
+        return sorted(out, key=lambda r: -r.score)  # stable: ties keep their order
+
+    def _replaced(self, question: str, statements: Sequence[RankedMemory], vectors: dict[str, Vector]) -> set[str]:
+        """The ids of the statements a newer one of the same speaker replaces."""
+        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        replaced: set[str] = set()
+        holds: dict[str, bool] = {}
+        for a, b in itertools.combinations(statements, 2):
+            older, newer = (a, b) if a.memory.created_at < b.memory.created_at else (b, a)
+            if older.memory.created_at == newer.memory.created_at:
+                continue
+            if not _same_speaker(older, newer):
+                continue
+            if float(unit[older.memory.id] @ unit[newer.memory.id]) < self._same_thing:
+                continue
+            if newer.breakdown.relevance < AS_RELEVANT * older.breakdown.relevance:
+                continue
+            if newer.memory.id not in holds:
+                holds[newer.memory.id] = replaces_what_held(_stated(newer), question)
+            if not holds[newer.memory.id]:
+                continue
+            # The newer one words a change, or states another value of what the older states.
+            changed = (
+                states_a_change(_stated(newer))
+                or find_conflict(extract_claims(_stated(older)), extract_claims(_stated(newer))) is not None
+            )
+            if changed:
+                replaced.add(older.memory.id)
+        return replaced
+
+    async def _vectors(self, plan: QueryPlan, ids: Sequence[str], deadline: Deadline) -> dict[str, Vector]:
+        try:
+            return await deadline.run(self._index.vectors(plan.namespace, ids), "the vector index")
+        except MemsvcError:
+            return {}  # the index is down: the results stand as ranked

@@ -1,0 +1,274 @@
+"""What the assistant receives, over gRPC against a real server (Milvus Lite, SQLite, the local
+model): the current truth above what it replaced, results that state something, each fact once,
+results in score order, no empty answer when a memory fits, and the user's instructions."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
+from tests.conftest import RunningServer, ServerFactory
+from tests.e2e.test_conversations import add_conversation, turn
+from tests.e2e.test_core import add, all_filter, query
+from tests.e2e.test_retrieval_modes import ScriptedLlm
+
+pytestmark = pytest.mark.e2e
+
+DAY = 86_400.0
+JAN_2025 = 1_736_000_000.0  # 4 January 2025
+ASSISTANT = memory_pb2.ROLE_ASSISTANT
+MODES = {
+    "direct": query_service_pb2.QUERY_MODE_DIRECT,
+    "applicability": query_service_pb2.QUERY_MODE_APPLICABILITY,
+    "auto": query_service_pb2.QUERY_MODE_AUTO,
+}
+
+
+def said(at: float, *turns: tuple[str, int]) -> list[Any]:
+    return [turn(text, role=role, at=at + i * 60) for i, (text, role) in enumerate(turns)]
+
+
+def user(text: str) -> tuple[str, int]:
+    return text, memory_pb2.ROLE_USER
+
+
+def assistant(text: str) -> tuple[str, int]:
+    return text, ASSISTANT
+
+
+def ask(s: RunningServer, who: str, text: str, mode: str = "direct", **fields: Any) -> Any:
+    return query(s, who, text, mode=MODES[mode], filter=all_filter(), skip_cache=True, **fields)
+
+
+def first_at(response: Any, words: str) -> int | None:
+    return next((i for i, r in enumerate(response.memories) if words in r.memory.content), None)
+
+
+def move_story(s: RunningServer, who: str) -> None:
+    add_conversation(
+        s,
+        who,
+        "s1",
+        said(
+            JAN_2025,
+            user("I live in Leeds, in a flat near the park."),
+            assistant("Good to know!"),
+            user("What's a good houseplant for a dark room?"),
+            assistant("A snake plant or a ZZ plant copes with very little light."),
+        ),
+    )
+    add_conversation(
+        s,
+        who,
+        "s2",
+        said(
+            JAN_2025 + 20 * DAY,
+            user("Can you suggest a quick pasta for tonight?"),
+            assistant("Aglio e olio: garlic, chilli, olive oil and parsley, ten minutes."),
+        ),
+    )
+    add_conversation(
+        s,
+        who,
+        "s3",
+        said(
+            JAN_2025 + 70 * DAY,
+            user("Big news, I moved to Manchester last month!"),
+            assistant("Congrats on the move!"),
+            user("Any tips for meeting people in a new city?"),
+            assistant("Join a club around something you already enjoy, and say yes to invitations."),
+        ),
+    )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_later_move_outranks_the_old_city_which_stays_findable_as_history(server: RunningServer, mode: str) -> None:
+    move_story(server, "ann")
+    now = ask(server, "ann", "Where do I live?", mode)
+    new, old = first_at(now, "Manchester"), first_at(now, "Leeds")
+    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in now.memories]
+    scores = [r.score for r in now.memories]
+    assert scores == sorted(scores, reverse=True)
+    before = ask(server, "ann", "Where did I live before I moved?", mode)
+    at = first_at(before, "Leeds")
+    assert at is not None and at < 3, [r.memory.content for r in before.memories]
+
+
+def test_supersession_follows_provenance_to_the_source_turn(server: RunningServer) -> None:
+    move_story(server, "ann")
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(
+            user_id="ann", page_size=100, filter=memory_pb2.MemoryFilter(include_inactive=True)
+        ),
+        metadata=server.md,
+    ).memories
+    old_fact = next(m for m in listed if m.kind != memory_pb2.MEMORY_KIND_EPISODE and "Leeds" in m.content)
+    assert old_fact.retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED and old_fact.outdated
+    successor = next(m for m in listed if m.id == old_fact.superseded_by)
+    assert "Manchester" in successor.content
+    old_turn = next(m for m in listed if m.kind == memory_pb2.MEMORY_KIND_EPISODE and "Leeds" in m.content)
+    # The turn stays active (history), marked as stating what is no longer current.
+    assert old_turn.retention_status == memory_pb2.RETENTION_STATUS_ACTIVE
+    assert old_turn.outdated and old_turn.superseded_by == successor.id
+    history = server.writes.GetMemoryHistory(
+        write_service_pb2.GetMemoryHistoryRequest(user_id="ann", id=old_turn.id), metadata=server.md
+    ).versions
+    assert history[-1].change == memory_pb2.MEMORY_CHANGE_SUPERSEDE and successor.id in history[-1].description
+    # Outdated, it gives way for a question about the present, with its currency in the breakdown.
+    result = next(r for r in ask(server, "ann", "Where do I live?").memories if r.memory.id == old_turn.id)
+    assert result.memory.outdated and result.score_breakdown.currency < 1.0
+
+
+def test_someone_elses_move_supersedes_nothing(server: RunningServer) -> None:
+    add_conversation(server, "bo", "s1", said(JAN_2025, user("I live in Boston with my partner.")))
+    add_conversation(
+        server, "bo", "s2", said(JAN_2025 + 60 * DAY, user("My sister just moved to Denver for a new job!"))
+    )
+    answer = ask(server, "bo", "Where do I live?")
+    at = first_at(answer, "Boston")
+    assert at is not None and at < 3
+    assert not any(r.memory.outdated for r in answer.memories if "Boston" in r.memory.content)
+
+
+def test_an_acknowledgement_is_context_of_the_turn_it_answers_never_a_result(server: RunningServer) -> None:
+    move_story(server, "cy")
+    for mode in MODES:
+        answer = ask(server, "cy", "Leeds flat park", mode)
+        assert not any(r.memory.acknowledgement for r in answer.memories)
+        assert all("Good to know" not in r.memory.content for r in answer.memories)
+    expanded = ask(server, "cy", "Leeds flat park", context_window=1)
+    leeds = next(r for r in expanded.memories if r.memory.content.startswith("I live in Leeds"))
+    assert [c.content for c in leeds.context] == ["Good to know!"]
+    assert leeds.context[0].acknowledgement and not leeds.context_neighbor
+    ids = [r.memory.id for r in expanded.memories]
+    assert len(ids) == len(set(ids)) and all(c.id not in ids for r in expanded.memories for c in r.context)
+
+
+def test_a_fact_and_the_turn_it_was_extracted_from_are_one_result(server: RunningServer) -> None:
+    add_conversation(server, "di", "s1", [turn("I'm allergic to shellfish, so no oysters for me", at=JAN_2025)])
+    for mode in MODES:
+        answer = ask(server, "di", "Am I allergic to anything?", mode, include_sources=True)
+        saying = [r for r in answer.memories if "shellfish" in r.memory.content]
+        assert len(saying) == 1, [r.memory.content for r in answer.memories]
+
+
+def test_a_short_memory_asked_for_in_other_words_is_returned_and_nothing_is_explained_when_empty(
+    server: RunningServer,
+) -> None:
+    add(server, "eve", "I prefer window seats")
+    answer = query(server, "eve", "how do I like to fly?")
+    assert [r.memory.content for r in answer.memories] == ["I prefer window seats"]
+    # Stored without a kind, a stated preference is classified as one.
+    assert answer.memories[0].memory.kind == memory_pb2.MEMORY_KIND_PREFERENCE
+    empty = query(server, "eve", "how do I like to fly?", min_relevance=0.99)
+    assert not empty.memories and empty.explanation == "No memory matched the query and filters."
+
+
+def test_the_contract_has_its_own_block_within_its_budget_whatever_the_query(server: RunningServer) -> None:
+    added = add(server, "fay", "Please always answer in German.", "Call me Sam.")
+    assert {m.kind for m in added} == {memory_pb2.MEMORY_KIND_INSTRUCTION}
+    add(server, "fay", *[f"I visited the {n} museum last spring and loved the paintings." for n in range(12)])
+    for mode in ("direct", "applicability"):
+        answer = ask(server, "fay", "which museum did I visit?", mode, include_context=True, token_budget=120)
+        block = answer.context
+        assert block.startswith("How the user wants you to behave:"), block
+        assert "answer in German" in block and "Call me Sam" in block and "museum" in block
+        assert len(block.split()) * 1.3 <= 130
+    # A later instruction about the same thing replaces the earlier one.
+    add_conversation(server, "fay", "s1", said(time.time(), user("English is fine again from now on.")))
+    block = ask(server, "fay", "any plans?", "applicability").context
+    assert "English is fine again" in block and "answer in German" not in block
+
+
+def test_recent_turns_get_a_block_of_their_own(server: RunningServer) -> None:
+    add(server, "gus", "I keep bees on my allotment.")
+    recent = [query_service_pb2.ConversationTurn(role=memory_pb2.ROLE_USER, content="The hive swarmed today.")]
+    block = ask(server, "gus", "bees", include_context=True, recent_turns=recent).context
+    assert "Relevant memories" in block and "Recent conversation:" in block and "The hive swarmed" in block
+
+
+# -- the LLM's add / update / repeat decision ----------------------------------------------------
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLlm]:
+    scripted = ScriptedLlm()
+    yield scripted
+    scripted.close()
+
+
+def extraction(content: str, action: str = "add", memory: int = 0) -> str:
+    item = {"content": content, "kind": "fact", "speaker": "user", "source_turns": [1], "action": action}
+    return json.dumps({"memories": [{**item, "memory": memory}]})
+
+
+def scripted(reply: str, delay: float = 0.0) -> Any:
+    def script(system: str, user_text: str) -> tuple[str, float]:
+        if "long-term memory keeps" in system:
+            return reply, delay
+        return '{"contradicted": []}', 0.0
+
+    return script
+
+
+def llm_server(server_factory: ServerFactory, llm: ScriptedLlm) -> RunningServer:
+    s = server_factory(llm_base_url=llm.base_url, llm_model="scripted", extraction_timeout_s=1.0)
+    llm.script = scripted(extraction("The user works as a nurse at St Mary's hospital."))
+    add_conversation(s, "hal", "s1", said(JAN_2025, user("I work as a nurse at St Mary's.")))
+    return s
+
+
+def facts_of(s: RunningServer, who: str) -> list[Any]:
+    listed = s.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(
+            user_id=who, page_size=100, filter=memory_pb2.MemoryFilter(include_inactive=True)
+        ),
+        metadata=s.md,
+    ).memories
+    return [m for m in listed if m.kind == memory_pb2.MEMORY_KIND_FACT]
+
+
+def test_the_llm_sees_the_related_memories_and_its_update_supersedes_one(
+    server_factory: ServerFactory, llm: ScriptedLlm
+) -> None:
+    s = llm_server(server_factory, llm)
+    llm.script = scripted(extraction("The user now works as a paramedic.", "update", 1))
+    add_conversation(s, "hal", "s2", said(JAN_2025 + 30 * DAY, user("I'm a paramedic now, I left the hospital.")))
+    prompt = [c for c in llm.calls if "long-term memory keeps" in c["messages"][0]["content"]][-1]
+    assert "[M1]" in prompt["messages"][1]["content"] and "nurse at St Mary's" in prompt["messages"][1]["content"]
+    facts = facts_of(s, "hal")
+    old = next(m for m in facts if "nurse" in m.content)
+    new = next(m for m in facts if "paramedic" in m.content)
+    assert old.retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED and old.superseded_by == new.id
+
+
+def test_the_llms_repeat_confirms_the_stored_memory(server_factory: ServerFactory, llm: ScriptedLlm) -> None:
+    s = llm_server(server_factory, llm)
+    llm.script = scripted(extraction("The user is a nurse at St Mary's.", "repeat", 1))
+    add_conversation(s, "hal", "s2", said(JAN_2025 + 30 * DAY, user("Still nursing at St Mary's, long shifts.")))
+    facts = facts_of(s, "hal")
+    assert len(facts) == 1 and facts[0].confirmation_count == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "delay"),
+    [(extraction("The user is a paramedic.", "update", 9), 0.0), ("not json", 0.0), (extraction("x"), 3.0)],
+    ids=["update-of-a-memory-not-shown", "malformed", "timeout"],
+)
+def test_a_decision_about_a_memory_not_shown_or_a_failed_call_touches_no_stored_memory(
+    server_factory: ServerFactory, llm: ScriptedLlm, reply: str, delay: float
+) -> None:
+    s = llm_server(server_factory, llm)
+    other = add(s, "ivy", "I work as a nurse at St Mary's.")[0]
+    llm.script = scripted(reply, delay)
+    add_conversation(s, "hal", "s2", said(JAN_2025 + 30 * DAY, user("I started as a paramedic last week.")))
+    nurse = next(m for m in facts_of(s, "hal") if "nurse" in m.content)
+    assert nurse.retention_status == memory_pb2.RETENTION_STATUS_ACTIVE
+    untouched = s.writes.GetMemory(write_service_pb2.GetMemoryRequest(user_id="ivy", id=other.id), metadata=s.md)
+    assert untouched.memory.retention_status == memory_pb2.RETENTION_STATUS_ACTIVE
+    assert untouched.memory.confirmation_count == 1

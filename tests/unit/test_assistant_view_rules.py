@@ -1,0 +1,208 @@
+"""The offline rules behind what the assistant receives: acknowledgements, changes, instructions,
+kinds, third-person rewriting, questions about the present or the past, and the context block."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown
+from memsvc.llm.acknowledgements import is_acknowledgement
+from memsvc.llm.changes import replaces_what_held, states_a_change
+from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
+from memsvc.pipeline.context import Turn
+from memsvc.pipeline.write.extraction import kind_of
+from memsvc.pipeline.write.facts import extract_claims, find_conflict
+from memsvc.pipeline.write.instructions import instruction_of
+from memsvc.pipeline.write.third_person import as_said_by
+from memsvc.retrieval.compose import CONTRACT_HEADER, HEADER, RECENT_HEADER, compose_context
+
+NS = Namespace("t", "p", "e", "u")
+
+
+@pytest.mark.parametrize(
+    ("text", "answered", "role", "answered_role", "reacts"),
+    [
+        ("Good to know!", "I moved to Leeds last month.", Role.ASSISTANT, Role.USER, True),
+        ("Haha yes", "That sounds like a lot of work.", Role.USER, Role.ASSISTANT, True),
+        ("Noted, thanks!", "Your dentist is on Tuesday.", Role.USER, Role.ASSISTANT, True),
+        ("Congrats on the new job!", "I got a job at Globex.", Role.ASSISTANT, Role.USER, True),
+        ("Berlin, nice!", "I moved to Berlin.", Role.ASSISTANT, Role.USER, True),
+        ("Thanks, Caroline!", "Here you go.", Role.USER, Role.USER, True),
+        # Answers, however short, state something.
+        ("Luna and Oliver!", "What are your pets called?", Role.USER, Role.USER, False),
+        ("Tuesdays at 7.", "When is the class?", Role.USER, Role.ASSISTANT, False),
+        ("Nope!", "Are you still vegetarian?", Role.USER, Role.ASSISTANT, False),
+        ("pinot noir it is", "Pinot noir or a Beaujolais would both work.", Role.USER, Role.ASSISTANT, False),
+        ("What's a good soup for autumn", "Sure.", Role.USER, Role.ASSISTANT, False),
+        ("I love hiking in the hills.", "Nice weather today.", Role.USER, Role.USER, False),
+    ],
+)
+def test_acknowledgements_are_told_from_turns_that_state_something(
+    text: str, answered: str, role: Role, answered_role: Role, reacts: bool
+) -> None:
+    assert is_acknowledgement(text, answered, "", None, role, answered_role) is reacts
+
+
+@pytest.mark.parametrize(
+    ("text", "changes"),
+    [
+        ("We moved to Manchester last weekend!", True),
+        ("I don't eat meat anymore.", True),
+        ("I've switched to matcha in the mornings.", True),
+        ("My sister just moved to Denver.", False),
+        ("I went for an evening run for once.", False),
+        ("If I ever move to Rome I would learn Italian.", False),
+        ("Back when I lived in Oslo I swam every morning.", False),
+        ("We also adopted a kitten.", False),
+        ("Where should I move next?", False),
+    ],
+)
+def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
+    assert states_a_change(text) is changes
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "holds"),
+    [
+        ("We moved to Manchester last weekend!", "Where do I live?", True),
+        ("My sister just moved to Denver!", "Where do I live?", False),
+        ("Noor swims Sunday mornings at 9 now", "When is Noor's swim class?", True),
+        ("I went for an evening run for once, so hard", "When do I usually run?", False),
+        ("Back when I lived in Oslo I swam every morning", "Which city do I live in?", False),
+        ("Tom got a new job at Google", "Where do I work?", False),
+    ],
+)
+def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:
+    assert replaces_what_held(text, question) is holds
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "attribute"),
+    [
+        ("My rent is $1,700 a month", "My rent is $1,950.", "amount of rent"),
+        ("I drink coffee every morning", "I don't drink coffee anymore", "habit drink"),
+        ("I drink coffee every morning", "I switched to matcha, I drink matcha now", "habit drink"),
+        ("I smoke about ten a day", "I quit smoking six weeks ago", "given up"),
+        ("I work at Acme", "I'm no longer with Acme", "given up"),
+        ("My piano lesson is on Tuesdays", "my lesson is on Thursdays now", "time of lesson"),
+        ("I earn 52k", "they bumped me to 58k!", "amount of pay"),
+        ("Please always answer in German.", "English is fine again.", "instruction: language"),
+        ("No emojis please.", "Please use emojis, I like them!", "instruction: emoji"),
+        # Additions, and several values that hold at once, are no change.
+        ("I drink coffee every morning", "I also drink tea", None),
+        ("I play football on Sundays", "I play tennis too", None),
+        ("I drink coffee every morning", "I drink coffee with oat milk now", None),
+        ("Never suggest restaurants with loud music.", "Always give me the source.", None),
+    ],
+)
+def test_slot_claims_find_a_new_value_of_the_same_thing(old: str, new: str, attribute: str | None) -> None:
+    found = find_conflict(extract_claims(old), extract_claims(new))
+    assert (found.attribute if found else None) == attribute
+
+
+@pytest.mark.parametrize(
+    ("sentence", "aspect", "value"),
+    [
+        ("Please always answer in German.", "language", "german"),
+        ("English is fine again.", "language", "english"),
+        ("Call me Sam.", "form of address", "sam"),
+        ("No emojis please.", "emoji", "emoji"),
+        ("Keep it short.", "length", "short"),
+        ("I prefer short answers", "length", "short"),
+        ("Use metric units please.", "units", "metric"),
+        ("Never suggest restaurants with loud music.", "standing rule", "never suggest restaurants with loud music."),
+    ],
+)
+def test_instructions_name_the_aspect_of_conduct_they_set(sentence: str, aspect: str, value: str) -> None:
+    found = instruction_of(sentence)
+    assert found is not None and (found.aspect, found.value) == (aspect, value)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["Don't forget to buy milk.", "From now on, I'm vegan.", "I'm learning German.", "My German is better now."],
+)
+def test_what_is_not_said_to_the_assistant_about_its_conduct_is_no_instruction(sentence: str) -> None:
+    assert instruction_of(sentence) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "role", "kind"),
+    [
+        ("I prefer window seats", Role.USER, MemoryKind.PREFERENCE),
+        ("I kinda like jazz", Role.USER, MemoryKind.PREFERENCE),
+        ("Mom loves roses", Role.USER, MemoryKind.PREFERENCE),
+        ("I decided to sell my car", Role.USER, MemoryKind.DECISION),
+        ("I will call mom on Sunday", Role.USER, MemoryKind.COMMITMENT),
+        ("Answer in German please", Role.USER, MemoryKind.INSTRUCTION),
+        ("You should try magnesium before bed.", Role.ASSISTANT, MemoryKind.RECOMMENDATION),
+        ("Allergic to penicillin.", Role.USER, MemoryKind.FACT),
+        ("dentist tues 3pm", Role.USER, MemoryKind.FACT),
+    ],
+)
+def test_a_memory_written_without_a_kind_gets_the_kind_its_words_state(
+    content: str, role: Role, kind: MemoryKind
+) -> None:
+    assert kind_of(content, role) is kind
+
+
+@pytest.mark.parametrize(
+    ("sentence", "told"),
+    [
+        ("I only drink green tea now", "Ann only drinks green tea now"),
+        ("I kinda like jazz", "Ann kinda likes jazz"),
+        ("I quit coffee last week", "Ann quit coffee last week"),
+        ("I don't eat meat anymore", "Ann doesn't eat meat anymore"),
+        ("I still drink coffee", "Ann still drinks coffee"),
+        ("I can't stand olives", "Ann can't stand olives"),
+        ("I usually go running", "Ann usually goes running"),
+        ("I have two cats", "Ann has two cats"),
+    ],
+)
+def test_third_person_keeps_adverbs_and_tense(sentence: str, told: str) -> None:
+    assert as_said_by(sentence, "Ann") == told
+
+
+@pytest.mark.parametrize(
+    ("question", "past", "present"),
+    [
+        ("Where do I live?", False, True),
+        ("What's my rent these days?", False, True),
+        ("What is Jon currently reading?", False, True),
+        ("Where did I live before I moved?", True, False),
+        ("What did I use to drink?", True, False),
+        ("When did I move to Denver?", False, False),
+        ("What is Caroline's relationship status?", False, False),
+        ("How old am I?", False, True),
+    ],
+)
+def test_questions_about_the_present_and_the_past(question: str, past: bool, present: bool) -> None:
+    assert (asks_about_the_past(question), asks_about_the_present(question)) == (past, present)
+
+
+def ranked(content: str, score: float, kind: MemoryKind = MemoryKind.FACT) -> RankedMemory:
+    return RankedMemory(Memory(content[:8], NS, content, kind=kind), score, ScoreBreakdown())
+
+
+def test_each_block_has_its_share_and_lower_scored_memories_go_before_a_higher_one_is_cut() -> None:
+    instructions = [Memory("i1", NS, "Please always answer in German.", kind=MemoryKind.INSTRUCTION)]
+    places = ["Louvre", "Prado", "Uffizi", "Rijksmuseum", "Tate", "Hermitage", "Belvedere", "Orsay"]
+    memories = [
+        ranked(f"Visit {n}: the {p} was quiet and its cafe served {p} cake.", 1 - n / 10) for n, p in enumerate(places)
+    ]
+    recent = [Turn(Role.USER, "Which museum was it again? " * 3)]
+    composed = compose_context(memories, 120, instructions=instructions, recent=recent)
+    blocks = composed.text.split("\n\n")
+    assert [b.splitlines()[0] for b in blocks] == [CONTRACT_HEADER, HEADER, RECENT_HEADER]
+    assert "answer in German" in blocks[0]
+    kept = blocks[1].splitlines()[1:]
+    # Whole memories, best first: the lower-scored ones were left out, none was cut short.
+    assert kept and all(line.endswith("cake.") for line in kept)
+    assert [line.split("Visit ")[1][0] for line in kept] == [str(n) for n in range(len(kept))]
+    assert composed.left_out == len(memories) - len(kept)
+    assert len(composed.text.split()) * 1.3 <= 130
+    # A block with less to say leaves its share to the others.
+    alone = compose_context(memories, 120)
+    assert len(alone.text.splitlines()) > len(blocks[1].splitlines())
+    # The contract comes whatever the query: even with no memories at all.
+    assert compose_context([], 120, instructions=instructions).text.startswith(CONTRACT_HEADER)
