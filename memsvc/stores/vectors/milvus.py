@@ -849,7 +849,11 @@ def connect_milvus(
         kwargs["token"] = token
     if db_name:
         kwargs["db_name"] = db_name
-    kwargs.update(_milvus_tls(server_pem_path, client_pem_path, client_key_path))
+    tls = _milvus_tls(server_pem_path, client_pem_path, client_key_path)
+    if tls:
+        # pymilvus shares one connection per address and token whatever the TLS arguments: a
+        # client with its own certificates gets a connection of its own.
+        kwargs.update(tls, dedicated=True)
     if server_name:
         kwargs["server_name"] = server_name
     try:

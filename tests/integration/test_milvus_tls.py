@@ -1,0 +1,109 @@
+"""The vector index on a C++ Milvus server (2.3.5, `milvus-server`) that requires mutual TLS
+(`common.security.tlsMode: 2`), through the gRPC API; wrong TLS settings stop the start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsvc.config import Settings
+from memsvc.errors import FailedPrecondition, Unavailable
+from memsvc.server import build_components
+from memsvc.v1 import query_service_pb2, write_service_pb2
+from tests.conftest import LoopThread, ServerFactory
+from tests.milvus_server import MilvusServer
+from tests.tls_certs import Pki
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki.make(tmp_path_factory.mktemp("pki"))
+
+
+def client_tls(pki: Pki) -> dict[str, Any]:
+    """memsvc's settings for the server: the CA that signed it, and a client certificate."""
+    return {
+        "milvus_server_pem_path": str(pki.ca.cert_file),
+        "milvus_client_pem_path": str(pki.client.cert_file),
+        "milvus_client_key_path": str(pki.client.key_file),
+    }
+
+
+@pytest.fixture(scope="module")
+def milvus_tls(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
+    data_dir = tmp_path_factory.mktemp("milvus-tls") / "data"
+    data_dir.mkdir()
+    server_args = ("--tls-mode", "2", "--server-pem-path", str(pki.server.cert_file))
+    server_args += ("--server-key-path", str(pki.server.key_file), "--ca-pem-path", str(pki.ca.cert_file))
+    client_kwargs = {
+        "ca_pem_path": str(pki.ca.cert_file),
+        "client_pem_path": str(pki.client.cert_file),
+        "client_key_path": str(pki.client.key_file),
+        "secure": True,
+        "dedicated": True,
+    }
+    server = MilvusServer(data_dir, server_args, client_kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_vector_index_on_a_milvus_server_over_mutual_tls(
+    server_factory: ServerFactory, milvus_tls: MilvusServer, pki: Pki
+) -> None:
+    # Dense recall only, so the answer must come through the TLS connection to Milvus.
+    s = server_factory(milvus_uri=milvus_tls.uri, lexical_enabled=False, **client_tls(pki))
+    added = s.writes.AddMemories(
+        write_service_pb2.AddMemoriesRequest(
+            user_id="zoe", memories=[write_service_pb2.NewMemory(content="I keep two axolotls called Sol and Luna")]
+        ),
+        metadata=s.md,
+        timeout=60,
+    )
+    found = s.queries.Query(
+        query_service_pb2.QueryRequest(user_id="zoe", query="what pets do I have?"), metadata=s.md, timeout=60
+    )
+    assert added.memories[0].id in [r.memory.id for r in found.memories]
+    assert found.report.candidates_recalled >= 1 and not found.report.degraded
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    ["plaintext", "no client certificate", "another CA", "client certificate of another CA"],
+)
+def test_wrong_milvus_tls_settings_stop_the_start(
+    milvus_tls: MilvusServer, pki: Pki, loop_thread: LoopThread, embedder: Any, tmp_path: Path, wrong: str
+) -> None:
+    good = client_tls(pki)
+    settings = {
+        "plaintext": {"milvus_uri": milvus_tls.uri.replace("https://", "http://")},
+        "no client certificate": {"milvus_server_pem_path": good["milvus_server_pem_path"]},
+        "another CA": {**good, "milvus_server_pem_path": str(pki.other_ca.cert_file)},
+        "client certificate of another CA": {
+            **good,
+            "milvus_client_pem_path": str(pki.other_client.cert_file),
+            "milvus_client_key_path": str(pki.other_client.key_file),
+        },
+    }[wrong]
+    values = {"data_dir": tmp_path, "milvus_uri": milvus_tls.uri, "milvus_call_timeout_s": 5.0, **settings}
+    with pytest.raises(Unavailable, match="does not answer"):
+        loop_thread.run(build_components(Settings(**values), embedder=embedder))
+
+
+def test_a_client_certificate_without_its_key_is_refused_by_name(
+    milvus_tls: MilvusServer, pki: Pki, loop_thread: LoopThread, embedder: Any, tmp_path: Path
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        milvus_uri=milvus_tls.uri,
+        milvus_server_pem_path=str(pki.ca.cert_file),
+        milvus_client_pem_path=str(pki.client.cert_file),
+    )
+    with pytest.raises(FailedPrecondition, match="MEMSVC_MILVUS_CLIENT_KEY_PATH"):
+        loop_thread.run(build_components(settings, embedder=embedder))
