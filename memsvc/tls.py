@@ -242,9 +242,9 @@ class ClientTls:
 
     @classmethod
     def of(cls, settings: Settings) -> ClientTls | None:
-        """TLS when MEMSVC_CLIENT_TLS is on or a CA or client certificate is named; None for plaintext."""
+        """TLS when MEMSVC_CLIENT_TLS is on or any other client TLS setting is given; None for plaintext."""
         named = (settings.client_ca_file, settings.client_cert_file, settings.client_key_file)
-        if not settings.client_tls and all(f is None for f in named):
+        if not settings.client_tls and all(f is None for f in named) and not settings.client_tls_server_name:
             return None
         return cls(*named, server_name=settings.client_tls_server_name)
 
@@ -283,7 +283,8 @@ def add_client_tls_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-file", type=Path, help="the client certificate's key (MEMSVC_CLIENT_KEY_FILE)")
     parser.add_argument(
         "--tls-server-name",
-        help="the name the server's certificate carries, when the address does not (MEMSVC_CLIENT_TLS_SERVER_NAME)",
+        help="the name in the server's certificate, when the address does not carry it; implies --tls "
+        "(MEMSVC_CLIENT_TLS_SERVER_NAME)",
     )
 
 

@@ -424,9 +424,12 @@ class ConnectionCost:
 
 def measure_connections(address: str, tls: ClientTls | None, samples: int = 30) -> ConnectionCost:
     """Open `samples` fresh connections, each timing a health check as its first call and again as
-    its second: the difference is the connection's set-up (TCP, and the TLS handshake when on)."""
+    its second: the difference is the connection's set-up (TCP, and the TLS handshake when on).
+    A server that cannot be reached (or refuses the handshake) is a ClientError."""
+    import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from memsvc.api.client import ClientError
     from memsvc.api.tls import open_channel
 
     first: list[float] = []
@@ -437,7 +440,10 @@ def measure_connections(address: str, tls: ClientTls | None, samples: int = 30) 
             check = health_pb2_grpc.HealthStub(channel).Check
             for times in (first, second):
                 started = time.perf_counter()
-                check(request, timeout=30)
+                try:
+                    check(request, timeout=30)
+                except grpc.RpcError as exc:
+                    raise ClientError(exc.code().name, f"{address}: {exc.details()}") from exc
                 times.append((time.perf_counter() - started) * 1000)
     return ConnectionCost(percentile(first, 50), percentile(second, 50))
 

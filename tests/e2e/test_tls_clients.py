@@ -17,12 +17,13 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from memsvc.cli import main
 from tests.conftest import RunningServer, ServerFactory
 from tests.e2e.processes import free_port, stop_process, wait_for_port
 from tests.e2e.test_go_client import BUILD_SCRIPT, GO_TEST_TIMEOUT_S, TOOLCHAIN_MISSING
 from tests.e2e.test_mcp import call
 from tests.live_server import ROOT, log_tail, memsvc_executable
-from tests.tls_certs import Pki, client_ssl_context
+from tests.tls_certs import Pki, client_ssl_context, install, served_certificate
 
 pytestmark = pytest.mark.e2e
 
@@ -86,13 +87,16 @@ def test_the_cli_reaches_a_mutual_tls_server_by_flags_or_settings(mtls_server: R
 @pytest.fixture
 def mcp_https(mtls_server: RunningServer, pki: Pki, tmp_path: Path) -> Iterator[str]:
     """`memsvc mcp --transport http` serving HTTPS with the server's certificate settings (client
-    certificates required), calling memsvc over mutual TLS; its endpoint URL."""
+    certificates required; the files in tmp_path/served), calling memsvc over mutual TLS; its URL."""
     port = free_port()
     log = tmp_path / "mcp.log"
+    served = tmp_path / "served"
+    served.mkdir()
+    install(pki.server, served / "tls.crt", served / "tls.key")
     env = client_env(
         mtls_server,
-        MEMSVC_TLS_CERT_FILE=str(pki.server.cert_file),
-        MEMSVC_TLS_KEY_FILE=str(pki.server.key_file),
+        MEMSVC_TLS_CERT_FILE=str(served / "tls.crt"),
+        MEMSVC_TLS_KEY_FILE=str(served / "tls.key"),
         MEMSVC_TLS_CLIENT_CA_FILE=str(pki.ca.cert_file),
     )
     del env["MEMSVC_API_KEY"]  # over HTTP each request brings its own
@@ -112,7 +116,7 @@ def mcp_https(mtls_server: RunningServer, pki: Pki, tmp_path: Path) -> Iterator[
 
 
 def test_mcp_serves_https_and_reaches_memsvc_over_mutual_tls(
-    mtls_server: RunningServer, pki: Pki, mcp_https: str
+    mtls_server: RunningServer, pki: Pki, mcp_https: str, tmp_path: Path
 ) -> None:
     user = f"mcp-tls-{uuid.uuid4().hex[:8]}"
     headers = {"Authorization": f"Bearer {mtls_server.api_key}"}
@@ -136,6 +140,12 @@ def test_mcp_serves_https_and_reaches_memsvc_over_mutual_tls(
                 await http.post(mcp_https.replace("https://", "http://"), json={})
 
     anyio.run(scenario)
+    # A renewed certificate reaches the HTTPS port's next connection without a restart.
+    port = int(mcp_https.rsplit(":", 1)[1].split("/")[0])
+    assert served_certificate(port, pki.client, alpn="http/1.1") == pki.server.der
+    renewed = pki.ca.issue("mcp-renewed")
+    install(renewed, tmp_path / "served" / "tls.crt", tmp_path / "served" / "tls.key")
+    assert served_certificate(port, pki.client, alpn="http/1.1") == renewed.der
 
 
 def test_go_client_over_mutual_tls(mtls_server: RunningServer, pki: Pki) -> None:
@@ -191,3 +201,20 @@ def test_typescript_client_over_mutual_tls(mtls_server: RunningServer, pki: Pki)
     assert "# SKIP" not in output, output
     assert "adds memories for a fresh user" in output, output
     assert "over mutual TLS a client without a certificate, or in plaintext, is refused" in output, output
+
+
+def test_bench_query_drives_a_mutual_tls_server(
+    mtls_server: RunningServer, pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary = tmp_path / "bench.json"
+    args = ["bench", "query", "--address", mtls_server.address, "--api-key", mtls_server.api_key, "--users", "2"]
+    args += ["--queries", "20", "--max-seconds", "20", "--concurrency", "2", "--json", str(summary)]
+    tls = ["--ca-file", str(pki.ca.cert_file), "--cert-file", str(pki.client.cert_file)]
+    tls += ["--key-file", str(pki.client.key_file)]
+    assert main([*args, *tls]) == 0
+    data = json.loads(summary.read_text())
+    assert data["tls"] is True and data["queries"] == 20 and not data["errors"]
+    assert data["connection_first_call_p50_ms"] > 0 and data["connection_next_call_p50_ms"] > 0
+    # Without the client certificate the connections are refused, and the run says so.
+    assert main([*args, "--ca-file", str(pki.ca.cert_file)]) == 2
+    assert capsys.readouterr().err.startswith("error: UNAVAILABLE")

@@ -13,7 +13,7 @@ from memsvc.config import Settings
 from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.server import build_components
 from memsvc.v1 import query_service_pb2, write_service_pb2
-from tests.conftest import LoopThread, ServerFactory
+from tests.conftest import LoopThread, RunningServer, ServerFactory
 from tests.milvus_server import MilvusServer
 from tests.tls_certs import Pki
 
@@ -34,31 +34,32 @@ def client_tls(pki: Pki) -> dict[str, Any]:
     }
 
 
+def start_milvus(pki: Pki, directory: Path, tls_mode: int) -> MilvusServer:
+    """`milvus-server` with TLS on its proxy: one-way (mode 1) or mutual (mode 2)."""
+    data_dir = directory / "data"
+    data_dir.mkdir()
+    server_args = ("--tls-mode", str(tls_mode), "--server-pem-path", str(pki.server.cert_file))
+    server_args += ("--server-key-path", str(pki.server.key_file), "--ca-pem-path", str(pki.ca.cert_file))
+    client_kwargs: dict[str, Any] = {"secure": True, "dedicated": True}
+    if tls_mode == 1:
+        client_kwargs["server_pem_path"] = str(pki.ca.cert_file)
+    else:
+        client_kwargs["ca_pem_path"] = str(pki.ca.cert_file)
+        client_kwargs["client_pem_path"] = str(pki.client.cert_file)
+        client_kwargs["client_key_path"] = str(pki.client.key_file)
+    return MilvusServer(data_dir, server_args, client_kwargs).start()
+
+
 @pytest.fixture(scope="module")
 def milvus_tls(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
-    data_dir = tmp_path_factory.mktemp("milvus-tls") / "data"
-    data_dir.mkdir()
-    server_args = ("--tls-mode", "2", "--server-pem-path", str(pki.server.cert_file))
-    server_args += ("--server-key-path", str(pki.server.key_file), "--ca-pem-path", str(pki.ca.cert_file))
-    client_kwargs = {
-        "ca_pem_path": str(pki.ca.cert_file),
-        "client_pem_path": str(pki.client.cert_file),
-        "client_key_path": str(pki.client.key_file),
-        "secure": True,
-        "dedicated": True,
-    }
-    server = MilvusServer(data_dir, server_args, client_kwargs).start()
+    server = start_milvus(pki, tmp_path_factory.mktemp("milvus-mtls"), tls_mode=2)
     try:
         yield server
     finally:
         server.stop()
 
 
-def test_the_vector_index_on_a_milvus_server_over_mutual_tls(
-    server_factory: ServerFactory, milvus_tls: MilvusServer, pki: Pki
-) -> None:
-    # Dense recall only, so the answer must come through the TLS connection to Milvus.
-    s = server_factory(milvus_uri=milvus_tls.uri, lexical_enabled=False, **client_tls(pki))
+def remember_and_recall(s: RunningServer) -> None:
     added = s.writes.AddMemories(
         write_service_pb2.AddMemoriesRequest(
             user_id="zoe", memories=[write_service_pb2.NewMemory(content="I keep two axolotls called Sol and Luna")]
@@ -71,6 +72,29 @@ def test_the_vector_index_on_a_milvus_server_over_mutual_tls(
     )
     assert added.memories[0].id in [r.memory.id for r in found.memories]
     assert found.report.candidates_recalled >= 1 and not found.report.degraded
+
+
+def test_the_vector_index_on_a_milvus_server_over_mutual_tls(
+    server_factory: ServerFactory, milvus_tls: MilvusServer, pki: Pki
+) -> None:
+    # Dense recall only, so the answer must come through the TLS connection to Milvus.
+    remember_and_recall(server_factory(milvus_uri=milvus_tls.uri, lexical_enabled=False, **client_tls(pki)))
+
+
+@pytest.fixture(scope="module")
+def milvus_one_way_tls(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
+    server = start_milvus(pki, tmp_path_factory.mktemp("milvus-tls"), tls_mode=1)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_vector_index_on_a_milvus_server_over_one_way_tls(
+    server_factory: ServerFactory, milvus_one_way_tls: MilvusServer, pki: Pki
+) -> None:
+    settings = {"milvus_server_pem_path": str(pki.ca.cert_file)}
+    remember_and_recall(server_factory(milvus_uri=milvus_one_way_tls.uri, lexical_enabled=False, **settings))
 
 
 @pytest.mark.parametrize(

@@ -294,6 +294,11 @@ def test_bad_tls_settings_stop_the_server_at_start_naming_the_setting(
         assert len(err) == 1 and err[0].startswith(f"error: {expected}"), f"{case}: {err}"
         # The start stopped before the stores were opened or the model loaded.
         assert not (tmp_path / "data" / "memsvc.db").exists(), case
+    # `memsvc mcp` serves HTTPS with the same settings, and refuses them the same way.
+    monkeypatch.setenv("MEMSVC_TLS_CERT_FILE", str(pki.server.cert_file))
+    monkeypatch.setenv("MEMSVC_TLS_KEY_FILE", str(pki.client.key_file))
+    assert main(["mcp", "--transport", "http", "--port", "0", "--address", "127.0.0.1:1"]) == 1
+    assert capsys.readouterr().err.strip().startswith("error: MEMSVC_TLS_KEY_FILE: the key in")
 
 
 def test_the_server_process_exits_with_one_line_on_a_bad_key(pki: Pki, tmp_path: Path) -> None:
