@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -234,3 +235,9 @@ def install(issued: Issued, cert_file: Path, key_file: Path) -> None:
         staged = target.with_name(target.name + ".new")
         shutil.copyfile(source, staged)
         os.replace(staged, target)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """The session's CAs and certificates; tests issue more into its directory, each under a name of its own."""
+    return Pki.make(tmp_path_factory.mktemp("pki"))

@@ -14,10 +14,9 @@ from tests.tls_certs import Pki
 pytestmark = pytest.mark.e2e
 
 
-def test_tls_credentials_reach_a_mutual_tls_server(server_factory: ServerFactory, tmp_path: Path) -> None:
-    pki = Pki.make(tmp_path / "pki")
+def test_tls_credentials_reach_a_mutual_tls_server(server_factory: ServerFactory, pki: Pki, tmp_path: Path) -> None:
     # The certificate names only the cluster's name, as behind a port-forward to 127.0.0.1.
-    served = pki.ca.issue("cluster", hosts=("memsvc.memsvc.svc",))
+    served = pki.ca.issue("cluster-name-only", hosts=("memsvc.memsvc.svc",))
     server = server_factory(
         tls_cert_file=served.cert_file, tls_key_file=served.key_file, tls_client_ca_file=pki.ca.cert_file
     )

@@ -28,11 +28,6 @@ from tests.tls_certs import Pki, client_ssl_context, install, served_certificate
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki.make(tmp_path_factory.mktemp("pki"))
-
-
 @pytest.fixture
 def mtls_server(server_factory: ServerFactory, pki: Pki) -> RunningServer:
     return server_factory(

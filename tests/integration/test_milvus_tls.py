@@ -12,17 +12,12 @@ import pytest
 from memsvc.config import Settings
 from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.server import build_components
-from memsvc.v1 import query_service_pb2, write_service_pb2
 from tests.conftest import LoopThread, RunningServer, ServerFactory
+from tests.integration.test_outbound_tls import recall, remember
 from tests.milvus_server import MilvusServer
 from tests.tls_certs import Pki
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki.make(tmp_path_factory.mktemp("pki"))
 
 
 def client_tls(pki: Pki) -> dict[str, Any]:
@@ -60,18 +55,8 @@ def milvus_tls(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[M
 
 
 def remember_and_recall(s: RunningServer) -> None:
-    added = s.writes.AddMemories(
-        write_service_pb2.AddMemoriesRequest(
-            user_id="zoe", memories=[write_service_pb2.NewMemory(content="I keep two axolotls called Sol and Luna")]
-        ),
-        metadata=s.md,
-        timeout=60,
-    )
-    found = s.queries.Query(
-        query_service_pb2.QueryRequest(user_id="zoe", query="what pets do I have?"), metadata=s.md, timeout=60
-    )
-    assert added.memories[0].id in [r.memory.id for r in found.memories]
-    assert found.report.candidates_recalled >= 1 and not found.report.degraded
+    report = recall(s, "zoe", remember(s, "zoe"))
+    assert report.candidates_recalled >= 1 and not report.degraded
 
 
 def test_the_vector_index_on_a_milvus_server_over_mutual_tls(

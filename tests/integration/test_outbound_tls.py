@@ -24,11 +24,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki.make(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
 def postgres(pki: Pki) -> Iterator[PrivatePostgres]:
     with private_postgres(pki.ca, pki.server) as server:
         yield server

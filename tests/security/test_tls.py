@@ -38,11 +38,6 @@ pytestmark = pytest.mark.e2e
 QUERY_SERVICE = "memsvc.v1.QueryService"
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki.make(tmp_path_factory.mktemp("pki"))
-
-
 def tls_server(
     factory: ServerFactory, cert: Issued, client_ca: CertificateAuthority | None = None, **more: Any
 ) -> RunningServer:
