@@ -203,7 +203,7 @@ def test_bench_query_drives_a_mutual_tls_server(
 ) -> None:
     summary = tmp_path / "bench.json"
     args = ["bench", "query", "--address", mtls_server.address, "--api-key", mtls_server.api_key, "--users", "2"]
-    args += ["--queries", "20", "--max-seconds", "20", "--concurrency", "2", "--json", str(summary)]
+    args += ["--queries", "20", "--max-seconds", "120", "--concurrency", "2", "--json", str(summary)]
     tls = ["--ca-file", str(pki.ca.cert_file), "--cert-file", str(pki.client.cert_file)]
     tls += ["--key-file", str(pki.client.key_file)]
     assert main([*args, *tls]) == 0
