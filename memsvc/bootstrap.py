@@ -63,16 +63,18 @@ async def bootstrap_dev_key(settings: Settings, store: ApiKeyRecords, keys: ApiK
     return issued.token
 
 
-def dev_key_banner(token: str, listen: str, key_path: Path) -> str:
+def dev_key_banner(token: str, listen: str, key_path: Path, tls: bool = False) -> str:
+    # Over TLS the client names the CA that signed the server's certificate (ca.crt here).
+    cli, grpcurl = (" --ca-file ca.crt", "-cacert ca.crt") if tls else ("", "-plaintext")
     return (
         "\n"
         "  memsvc created a development API key (shown once; saved to "
         f"{key_path}):\n\n"
         f"    {token}\n\n"
         "  Try it:\n"
-        f"    memsvc add --user alice 'I prefer window seats on long flights'\n"
-        f"    memsvc query --user alice 'how do I like to fly?'\n"
-        f"    grpcurl -plaintext -H 'authorization: Bearer {token}' \\\n"
+        f"    memsvc add{cli} --user alice 'I prefer window seats on long flights'\n"
+        f"    memsvc query{cli} --user alice 'how do I like to fly?'\n"
+        f"    grpcurl {grpcurl} -H 'authorization: Bearer {token}' \\\n"
         f'      -d \'{{"user_id":"alice","query":"how do I like to fly?"}}\' \\\n'
         f"      {listen} memsvc.v1.QueryService/Query\n"
     )

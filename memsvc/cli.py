@@ -18,6 +18,7 @@ from memsvc.config import Settings, load_settings
 from memsvc.domain.models import MemoryKind, Permission
 from memsvc.pipeline.context import QueryMode
 from memsvc.terminal import RENDERERS, ids_of, render
+from memsvc.tls import add_client_tls_arguments, client_tls_of, server_certificates
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -42,7 +43,7 @@ def _client(args: argparse.Namespace) -> Any:
 
     settings = _settings(args)
     address = args.address or os.environ.get("MEMSVC_ADDRESS") or settings.listen
-    return MemoryClient(address, _api_key(args, settings), timeout_s=args.timeout)
+    return MemoryClient(address, _api_key(args, settings), timeout_s=args.timeout, tls=client_tls_of(args, settings))
 
 
 def _print(data: Any) -> None:
@@ -324,7 +325,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     address = args.address or os.environ.get("MEMSVC_ADDRESS") or settings.listen
     # Over HTTP each request brings its own key; a key of the process would answer for callers without one.
     api_key = _api_key(args, settings) if args.transport == "stdio" else ""
-    run(McpOptions(address, args.transport, api_key, args.host, args.port, args.timeout))
+    https = server_certificates(settings) if args.transport == "http" else None
+    tls = client_tls_of(args, settings)
+    run(McpOptions(address, args.transport, api_key, args.host, args.port, args.timeout, tls, https))
     return 0
 
 
@@ -387,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--address", help="server address (default MEMSVC_ADDRESS or MEMSVC_LISTEN)")
         p.add_argument("--api-key", help="API key (default MEMSVC_API_KEY or the development key)")
         p.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
+        add_client_tls_arguments(p)
         p.add_argument("--user", required=True, help="user id")
         if name in RENDERERS:
             p.set_defaults(command=name)
@@ -455,11 +459,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve remember, recall, forget, list and history as MCP tools (stdio or streamable HTTP)",
         description="An MCP server whose tools call the memsvc server at --address over gRPC. On stdio every "
         "call uses the API key of --api-key, MEMSVC_API_KEY or the development key; over HTTP every request "
-        "must bring its own as 'Authorization: Bearer <key>' (401 without one).",
+        "must bring its own as 'Authorization: Bearer <key>' (401 without one). The HTTP transport serves "
+        "HTTPS with the server's certificate settings (MEMSVC_TLS_CERT_FILE, MEMSVC_TLS_KEY_FILE and, for "
+        "client certificates, MEMSVC_TLS_CLIENT_CA_FILE); the TLS flags below are for reaching memsvc.",
     )
     mcp.add_argument("--address", help="memsvc server address (default MEMSVC_ADDRESS or MEMSVC_LISTEN)")
     mcp.add_argument("--api-key", help="stdio only: API key (default MEMSVC_API_KEY or the development key)")
     mcp.add_argument("--timeout", type=float, default=30.0, help="deadline of each gRPC call in seconds")
+    add_client_tls_arguments(mcp)
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="http only: the interface to listen on")
     mcp.add_argument("--port", type=int, default=8765, help="http only: the port to listen on (path /mcp)")

@@ -75,8 +75,12 @@ class Settings(BaseSettings):
     milvus_uri: str = ""
     milvus_token: SecretStr = SecretStr("")
     milvus_db_name: str = ""
+    # A Milvus server over TLS (an https:// URI): the CA (or certificate) to trust and the name its
+    # certificate carries; with a client certificate and key, mutual TLS (Milvus tlsMode 2).
     milvus_server_pem_path: str = ""
     milvus_server_name: str = ""
+    milvus_client_pem_path: str = ""
+    milvus_client_key_path: str = ""
     vector_placement: Literal["partition", "partition_key"] = "partition"
     # After Milvus turns unreachable, calls fail fast for this long, then a new client is built;
     # the wait doubles while the outage lasts, up to the maximum.
@@ -100,6 +104,11 @@ class Settings(BaseSettings):
     # Prefixes every Redis key, so several deployments (or tests) can share one Redis.
     redis_key_prefix: str = "memsvc"
     redis_timeout_s: float = 0.5
+    # Redis over TLS (a rediss:// URL): the CA that signed its certificate (empty: the system's
+    # trust store; the host name is always checked) and a client certificate for tls-auth-clients.
+    redis_ca_file: Path | None = None
+    redis_cert_file: Path | None = None
+    redis_key_file: Path | None = None
 
     # Embeddings
     embedding_provider: Literal["local", "openai"] = "local"
@@ -140,6 +149,27 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = 30.0
     reconcile_min_age_s: float = 5.0
     index_flush_delay_s: float = 1.0
+
+    # Encryption in transit (memsvc/tls.py). The server's certificate and key (PEM files, as a
+    # Kubernetes secret or cert-manager mounts them) turn TLS on for the gRPC port, the metrics
+    # endpoint and `memsvc mcp`'s HTTP transport; they are re-read when they change, so new
+    # connections get a rotated certificate without a restart. With a client CA, every port
+    # requires a client certificate it signed (mutual TLS); API keys still decide the tenant.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None
+    # host:port of a plaintext port that serves only grpc.health.v1, for Kubernetes gRPC probes
+    # (which cannot speak TLS); empty: none. No API call and no key ever crosses it.
+    probe_listen: str = ""
+    # How memsvc's own clients (the CLI, `memsvc mcp`, `memsvc bench query --address`) reach a TLS
+    # server: on with client_tls or any file below; the CA that signed the server's certificate
+    # (empty: the system's trust store), a client certificate for mutual TLS, and the name the
+    # server's certificate carries when the address does not (a port-forward to 127.0.0.1).
+    client_tls: bool = False
+    client_ca_file: Path | None = None
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+    client_tls_server_name: str = ""
 
     # Security
     master_keys: SecretStr = SecretStr("")

@@ -10,8 +10,12 @@ the record store in the background.
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler
 
 import numpy as np
 import numpy.typing as npt
@@ -127,6 +131,37 @@ class MeteredResultCache:
         await self._inner.invalidate_many(namespaces)
 
 
+class _QuietHandler(WSGIRequestHandler):
+    # A scraper that connects and never finishes its handshake or request gives up its thread.
+    timeout = 30
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
+
+
+def serve_https(host: str, port: int, registry: Any, context: ssl.SSLContext) -> WSGIServer:
+    """The scrape endpoint over TLS with a context of the caller's (one that follows certificate
+    rotation), in a daemon thread. Unlike prometheus_client's own TLS mode, each handshake runs in
+    its request's thread, so a client that stalls in it holds up only itself, not the accept loop."""
+    from wsgiref.simple_server import make_server
+
+    from prometheus_client import make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class MetricsHttpsServer(ThreadingWSGIServer):
+        address_family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # A refused handshake (no client certificate, plaintext, another CA) is the client's
+            # problem, not a traceback on the server's stderr.
+            log.debug("metrics request from %s failed", client_address, exc_info=True)
+
+    httpd = make_server(host, port, make_wsgi_app(registry), MetricsHttpsServer, handler_class=_QuietHandler)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+    threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics-https").start()
+    return httpd
+
+
 def split_listen(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the scrape endpoint binds as configured
@@ -143,8 +178,10 @@ class MetricsEndpoint:
         listen: str,
         index_lag: Callable[[], Awaitable[int]],
         sample_interval_s: float,
+        https: ssl.SSLContext | None = None,
     ) -> None:
         self.metrics = metrics
+        self._https = https
         self._reader = reader
         self._registry = registry
         self._listen = listen
@@ -160,14 +197,17 @@ class MetricsEndpoint:
 
             host, port = split_listen(self._listen)
             try:
-                self._http, _ = start_http_server(port, host, registry=self._registry)
+                if self._https is None:
+                    self._http, _ = start_http_server(port, host, registry=self._registry)
+                else:
+                    self._http = serve_https(host, port, self._registry, self._https)
             except OSError as exc:
                 raise FailedPrecondition(
                     f"cannot serve metrics on {self._listen}: {exc.strerror or exc}; choose another address with "
                     "MEMSVC_METRICS_LISTEN (empty turns the endpoint off)"
                 ) from exc
             self.port = int(self._http.server_port)
-            log.info("metrics on http://%s:%d/metrics", host, self.port)
+            log.info("metrics on %s://%s:%d/metrics", "https" if self._https else "http", host, self.port)
         self._sampler.start(self._interval_s)
 
     async def _sample(self) -> None:
@@ -187,8 +227,10 @@ def build_metrics(
     listen: str,
     index_lag: Callable[[], Awaitable[int]],
     sample_interval_s: float = 5.0,
+    https: ssl.SSLContext | None = None,
 ) -> MetricsEndpoint:
-    """Instruments on a meter provider; with `listen` set, a Prometheus reader on its own registry."""
+    """Instruments on a meter provider; with `listen` set, a Prometheus reader on its own registry,
+    scraped over HTTPS when given a TLS context."""
     reader: MetricReader | None = None
     registry: Any = None
     if listen:
@@ -203,4 +245,4 @@ def build_metrics(
         resource=Resource.create({"service.name": service_name, "service.version": __version__}),
         shutdown_on_exit=False,
     )
-    return MetricsEndpoint(ServiceMetrics(provider), reader, registry, listen, index_lag, sample_interval_s)
+    return MetricsEndpoint(ServiceMetrics(provider), reader, registry, listen, index_lag, sample_interval_s, https)

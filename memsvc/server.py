@@ -68,6 +68,7 @@ from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
 from memsvc.stores.vectors.milvus import Client, MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
+from memsvc.tls import CertificateSource, describe_transport, server_certificates
 
 if TYPE_CHECKING:
     from memsvc.embeddings.local import LocalEmbedder
@@ -139,7 +140,15 @@ def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, Redis
             else InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s)
         )
         return results, InMemoryEmbeddingCache(settings.embedding_cache_entries), None
-    guard = RedisGuard(connect_redis(settings.redis_url, settings.redis_timeout_s))
+    guard = RedisGuard(
+        connect_redis(
+            settings.redis_url,
+            settings.redis_timeout_s,
+            ca_file=settings.redis_ca_file,
+            cert_file=settings.redis_cert_file,
+            key_file=settings.redis_key_file,
+        )
+    )
     prefix = settings.redis_key_prefix
     return (
         RedisResultCache(guard, prefix, settings.result_cache_ttl_s),
@@ -174,6 +183,8 @@ class Components:
     owns_embedder: bool
     metrics: MetricsEndpoint
     redis: RedisGuard | None = None
+    # The server's TLS certificate, shared by the gRPC port and the metrics endpoint.
+    certificates: CertificateSource | None = None
     lexical_index: SqliteLexicalIndex | PostgresLexicalIndex | None = None
 
     def start_jobs(self) -> None:
@@ -206,6 +217,8 @@ class Components:
 async def build_components(
     settings: Settings, *, embedder: Embedder | None = None, span_processor: SpanProcessor | None = None
 ) -> Components:
+    # First: bad TLS files stop the start-up before anything is opened or loaded.
+    certificates = server_certificates(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = local_secrets(settings)
     ring = MasterKeyRing.parse(secrets.master_keys)
@@ -225,6 +238,8 @@ async def build_components(
             settings.milvus_server_pem_path,
             settings.milvus_server_name,
             timeout_s=settings.milvus_call_timeout_s,
+            client_pem_path=settings.milvus_client_pem_path,
+            client_key_path=settings.milvus_client_key_path,
         )
 
     milvus = milvus_client()
@@ -252,7 +267,11 @@ async def build_components(
     # Cached results carry the caller's query texts; they stay sealed in memory and in Redis.
     result_cache = SealedResultCache(result_cache, derivation.derive("result-cache"))
     metrics = build_metrics(
-        settings.service_name, settings.metrics_listen, store.count_pending_index, settings.index_lag_sample_interval_s
+        settings.service_name,
+        settings.metrics_listen,
+        store.count_pending_index,
+        settings.index_lag_sample_interval_s,
+        https=certificates.https_context if certificates is not None else None,
     )
     result_cache = MeteredResultCache(result_cache, metrics.metrics)
     embedding_cache = MeteredEmbeddingCache(embedding_cache, metrics.metrics)
@@ -337,6 +356,7 @@ async def build_components(
         retrieval=build_retrieval(settings, pipeline, store, codec),
         redis=redis_guard,
         lexical_index=lexical_index,
+        certificates=certificates,
         history=HistoryService(
             store=store,
             codec=codec,
@@ -400,6 +420,7 @@ class Service:
             queries=QueryServicer(c.retrieval, c.metrics.metrics),
             record_store=c.store,
             vector_index=c.index,
+            certificates=c.certificates,
         )
 
     async def start(self, listen: str | None = None) -> int:
@@ -429,11 +450,13 @@ async def run_server(settings: Settings, *, worker: int | None = None) -> None:
     gc.freeze()
     port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
+    tls = components.certificates is not None
     if token:
-        print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
+        print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path, tls), flush=True)
     who = "memsvc" if worker is None else f"memsvc worker {worker} (pid {os.getpid()})"
-    log.info("%s serving on %s:%d", who, host, port)
-    print(f"{who} serving on {host}:{port} (data in {settings.data_dir})", flush=True)
+    transport = describe_transport(components.certificates, settings.probe_listen)
+    log.info("%s serving on %s:%d (%s)", who, host, port, transport)
+    print(f"{who} serving on {host}:{port} ({transport}; data in {settings.data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

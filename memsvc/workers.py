@@ -28,6 +28,7 @@ from memsvc.config import Settings
 from memsvc.errors import MemsvcError
 from memsvc.keys import ApiKeys
 from memsvc.metrics import split_listen
+from memsvc.tls import server_certificates
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,11 @@ def worker_settings(settings: Settings, listen: str, index: int, count: int) -> 
 
 
 async def first_start(settings: Settings) -> str | None:
-    """What must happen once before the workers start: secrets, migrations, the development key."""
+    """What must happen once before the workers start: the TLS files checked, secrets, migrations,
+    the development key."""
     from memsvc.server import build_record_store
 
+    server_certificates(settings)
     secrets = local_secrets(settings)
     store = build_record_store(settings)
     try:
@@ -131,7 +134,8 @@ class Supervisor:
         try:
             token = asyncio.run(first_start(self._settings))
             if token:
-                print(dev_key_banner(token, listen, self._settings.dev_key_path), flush=True)
+                tls = self._settings.tls_cert_file is not None
+                print(dev_key_banner(token, listen, self._settings.dev_key_path, tls), flush=True)
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, self._on_signal)
             workers = [self._spawn(listen, i) for i in range(self._count)]

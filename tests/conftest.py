@@ -25,6 +25,7 @@ from memsvc.server import Components, Service, build_components
 from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc
 from tests.live_server import live_server  # noqa: F401  (a fixture, shared by the suites)
 from tests.milvus_server import milvus_server, milvus_server_session  # noqa: F401  (fixtures, as above)
+from tests.tls_certs import pki  # noqa: F401  (a fixture, as above)
 
 T = TypeVar("T")
 

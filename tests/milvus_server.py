@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pymilvus import MilvusClient
@@ -40,11 +41,17 @@ class MilvusServer:
     data directory, same ports, so clients holding the URI reconnect to it).
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, extra_args: tuple[str, ...] = (), client_kwargs: Mapping[str, Any] | None = None
+    ) -> None:
+        """`extra_args` go to milvus-server (TLS options, say); `client_kwargs` are what a client
+        then needs to reach it (a TLS server's URI is https://)."""
         self.data_dir = data_dir
         # One port per option, and the embedded etcd's peer port last.
         self.ports = tuple(_free_ports(len(_PORT_OPTIONS) + 1))
-        self.uri = f"http://127.0.0.1:{self.ports[1]}"
+        self.extra_args = extra_args
+        self.client_kwargs = dict(client_kwargs or {})
+        self.uri = f"{'https' if self.client_kwargs else 'http'}://127.0.0.1:{self.ports[1]}"
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -61,7 +68,9 @@ class MilvusServer:
         return self.data_dir.parent / "milvus-server.log"
 
     def start(self) -> MilvusServer:
-        self._process = start_process(self.data_dir, self.ports, self.uri, self.log)
+        self._process = start_process(
+            self.data_dir, self.ports, self.uri, self.log, self.extra_args, self.client_kwargs
+        )
         return self
 
     def pause(self) -> None:
@@ -100,7 +109,7 @@ class MilvusServer:
 
     def drop_all_collections(self) -> None:
         """Per-test cleanup: the server is shared by the session, the collections are not."""
-        client = MilvusClient(uri=self.uri)
+        client = MilvusClient(uri=self.uri, **self.client_kwargs)
         try:
             for name in client.list_collections():
                 client.drop_collection(name)
@@ -124,9 +133,9 @@ def _executable() -> str | None:
     return str(found) if found.exists() else shutil.which("milvus-server")
 
 
-def _answers(uri: str) -> bool:
+def _answers(uri: str, client_kwargs: Mapping[str, Any]) -> bool:
     try:
-        client = MilvusClient(uri=uri, timeout=2)
+        client = MilvusClient(uri=uri, timeout=2, **client_kwargs)
     except Exception:
         return False
     try:
@@ -168,13 +177,21 @@ def _wait_group_gone(pid: int, timeout_s: float) -> bool:
     return False
 
 
-def start_process(data_dir: Path, ports: tuple[int, ...], uri: str, log_path: Path) -> subprocess.Popen[bytes]:
+def start_process(
+    data_dir: Path,
+    ports: tuple[int, ...],
+    uri: str,
+    log_path: Path,
+    extra_args: tuple[str, ...] = (),
+    client_kwargs: Mapping[str, Any] | None = None,
+) -> subprocess.Popen[bytes]:
     executable = _executable()
     if executable is None:
         pytest.skip("milvus-server not installed: `pip install milvus==2.3.5` (a dev dependency) did not run here")
     args = [executable, "--data", str(data_dir)]
     for option, port in zip(_PORT_OPTIONS, ports, strict=False):
         args += [option, str(port)]
+    args += extra_args
     # The embedded etcd listens on 2379 and 2380 whatever --etcd-port says, so a second server on
     # the machine (another test session) panicked at start; Milvus reads ETCD_CONFIG_PATH.
     etcd_config = data_dir.parent / "embed-etcd.yaml"
@@ -192,7 +209,7 @@ def start_process(data_dir: Path, ports: tuple[int, ...], uri: str, log_path: Pa
             env={**os.environ, "ETCD_CONFIG_PATH": str(etcd_config)},
         )
     deadline = time.monotonic() + _START_TIMEOUT_S
-    while not _answers(uri):
+    while not _answers(uri, client_kwargs or {}):
         if process.poll() is not None or time.monotonic() > deadline:
             stop_group(process)
             tail = log_path.read_bytes()[-3000:].decode(errors="replace")

@@ -8,6 +8,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from memsvc.api.tls import open_channel
+from memsvc.tls import ClientTls
 from memsvc.v1 import (
     memory_pb2,
     query_service_pb2,
@@ -39,8 +41,8 @@ def as_dict(message: Any) -> dict[str, Any]:
 
 
 class MemoryClient:
-    def __init__(self, address: str, api_key: str, timeout_s: float = 30.0) -> None:
-        self._channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, api_key: str, timeout_s: float = 30.0, tls: ClientTls | None = None) -> None:
+        self._channel = open_channel(address, tls)
         self._metadata = (("authorization", f"Bearer {api_key}"),)
         self._timeout_s = timeout_s
         self.writes = write_service_pb2_grpc.WriteServiceStub(self._channel)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from grpc import aio
@@ -14,10 +15,12 @@ from opentelemetry.trace import Tracer
 from memsvc.api.interceptor import ServiceInterceptor
 from memsvc.api.ratelimit import RateLimiter
 from memsvc.api.servicers import QueryServicer, WriteServicer
+from memsvc.api.tls import server_credentials
 from memsvc.config import Settings
 from memsvc.errors import FailedPrecondition, MemsvcError
 from memsvc.keys import ApiKeys
 from memsvc.metrics import ServiceMetrics
+from memsvc.tls import CertificateSource
 from memsvc.v1 import (
     query_service_pb2,
     query_service_pb2_grpc,
@@ -45,6 +48,8 @@ class MemoryServer:
 
     It serves what the composition root hands it; starting background jobs and closing the
     adapters belong to the root (memsvc.server.Service), which calls `start` and `stop` here.
+    With a certificate source the port speaks TLS only; the optional probe port is a second
+    server carrying the health service alone, in plaintext, for probes that cannot speak TLS.
     """
 
     def __init__(
@@ -59,8 +64,10 @@ class MemoryServer:
         queries: QueryServicer,
         record_store: Pingable,
         vector_index: Pingable,
+        certificates: CertificateSource | None = None,
     ) -> None:
         self._settings = settings
+        self._certificates = certificates
         self._record_store = record_store
         self._vector_index = vector_index
         self.health = health.aio.HealthServicer()
@@ -84,21 +91,25 @@ class MemoryServer:
         query_service_pb2_grpc.add_QueryServiceServicer_to_server(queries, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self.probe_server: aio.Server | None = None
+        if settings.probe_listen:
+            self.probe_server = aio.server(options=[("grpc.so_reuseport", 1 if settings.workers > 1 else 0)])
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.probe_server)
         self.port = 0
+        self.probe_port = 0
         self._readiness: asyncio.Task[None] | None = None
 
     async def start(self, listen: str | None = None) -> int:
         address = listen or self._settings.listen
-        try:
-            # grpcio returned 0 for an address it could not bind; it now raises RuntimeError.
-            self.port = self.server.add_insecure_port(address)
-        except RuntimeError:
-            self.port = 0
-        if self.port == 0:
-            raise FailedPrecondition(
-                f"cannot listen on {address}: the address is in use (another `memsvc serve`?) or not on this "
-                "machine; choose another with MEMSVC_LISTEN"
-            )
+        if self._certificates is None:
+            self.port = _bind(lambda: self.server.add_insecure_port(address), address, "MEMSVC_LISTEN")
+        else:
+            credentials = server_credentials(self._certificates)
+            self.port = _bind(lambda: self.server.add_secure_port(address, credentials), address, "MEMSVC_LISTEN")
+        if self.probe_server is not None:
+            probe_server, probe = self.probe_server, self._settings.probe_listen
+            self.probe_port = _bind(lambda: probe_server.add_insecure_port(probe), probe, "MEMSVC_PROBE_LISTEN")
+            await probe_server.start()
         await self.server.start()
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         self._readiness = asyncio.get_running_loop().create_task(
@@ -152,6 +163,22 @@ class MemoryServer:
             await asyncio.gather(self._readiness, return_exceptions=True)
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        if self.probe_server is not None:
+            await self.probe_server.stop(0)
 
     async def wait(self) -> None:
         await self.server.wait_for_termination()
+
+
+def _bind(add_port: Callable[[], int], address: str, setting: str) -> int:
+    """The port `add_port` bound; FailedPrecondition naming the setting when it could not bind."""
+    try:
+        port = add_port()
+    except RuntimeError:  # grpcio returned 0 for an address it could not bind; it now raises
+        port = 0
+    if port == 0:
+        raise FailedPrecondition(
+            f"cannot listen on {address}: the address is in use (another `memsvc serve`?) or not on this "
+            f"machine; choose another with {setting}"
+        )
+    return port

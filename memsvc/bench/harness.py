@@ -26,6 +26,7 @@ from memsvc import eventloop
 from memsvc.bench.cpu import ServerCpu
 from memsvc.bench.synthetic import memory_texts
 from memsvc.pipeline.context import QueryMode
+from memsvc.tls import ClientTls
 
 if TYPE_CHECKING:
     from memsvc.server import Components, Service
@@ -325,9 +326,11 @@ def _drive(
     mode: str,
     limit: int,
     max_seconds: float,
+    tls: ClientTls | None,
 ) -> DriveResult:
     import grpc
 
+    from memsvc.api.tls import open_channel
     from memsvc.v1 import query_service_pb2, query_service_pb2_grpc
 
     metadata = (("authorization", f"Bearer {api_key}"),)
@@ -340,7 +343,7 @@ def _drive(
 
     def stub() -> Any:
         if not hasattr(local, "stub"):
-            channel = grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+            channel = open_channel(address, tls, options=[("grpc.use_local_subchannel_pool", 1)])
             with channels_lock:
                 channels.append(channel)
             local.stub = query_service_pb2_grpc.QueryServiceStub(channel)  # type: ignore[no-untyped-call]  # generated
@@ -395,14 +398,54 @@ def drive_queries(
     mode: str = "direct",
     limit: int = 10,
     max_seconds: float = 60.0,
+    tls: ClientTls | None = None,
 ) -> DriveResult:
-    """Run warm-up calls, then `requests` at `concurrency` from a separate client process."""
+    """Run warm-up calls, then `requests` at `concurrency` from a separate client process (one
+    connection per client thread, over TLS when `tls` is given)."""
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         future = pool.submit(
-            _drive, address, api_key, list(warmup), list(requests), concurrency, mode, limit, max_seconds
+            _drive, address, api_key, list(warmup), list(requests), concurrency, mode, limit, max_seconds, tls
         )
         return future.result()
+
+
+@dataclass(frozen=True)
+class ConnectionCost:
+    """What a new connection costs: its first call (connect, handshake, call) against the next."""
+
+    first_call_p50_ms: float
+    next_call_p50_ms: float
+
+    @property
+    def setup_ms(self) -> float:
+        return self.first_call_p50_ms - self.next_call_p50_ms
+
+
+def measure_connections(address: str, tls: ClientTls | None, samples: int = 30) -> ConnectionCost:
+    """Open `samples` fresh connections, each timing a health check as its first call and again as
+    its second: the difference is the connection's set-up (TCP, and the TLS handshake when on).
+    A server that cannot be reached (or refuses the handshake) is a ClientError."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from memsvc.api.client import ClientError
+    from memsvc.api.tls import open_channel
+
+    first: list[float] = []
+    second: list[float] = []
+    request = health_pb2.HealthCheckRequest()
+    for _ in range(samples):
+        with open_channel(address, tls, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check
+            for times in (first, second):
+                started = time.perf_counter()
+                try:
+                    check(request, timeout=30)
+                except grpc.RpcError as exc:
+                    raise ClientError(exc.code().name, f"{address}: {exc.details()}") from exc
+                times.append((time.perf_counter() - started) * 1000)
+    return ConnectionCost(percentile(first, 50), percentile(second, 50))
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,15 @@ from memsvc.bench.harness import (
     drive_queries,
     load_memories,
     machine,
+    measure_connections,
     measure_floor,
     percentile,
     user_ids,
     vector_engine,
 )
 from memsvc.bench.synthetic import unique_queries
+from memsvc.config import load_settings
+from memsvc.tls import add_client_tls_arguments, client_tls_of
 
 STAGES = ("scope", "embed", "recall", "hydrate", "rank", "bookkeep")
 
@@ -71,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="keep the server's data here; a later run with the same users, memories and seed reuses the load",
     )
+    # With --address: reach the server over TLS (the connections' set-up cost is then reported too).
+    add_client_tls_arguments(parser)
 
 
 def query_requests(
@@ -260,6 +265,8 @@ def run_against(args: argparse.Namespace) -> int:
         return 2
     users = user_ids(args.users)
     warmup, measured = query_requests(users, args.queries, args.embedding_cache, args.seed)
+    tls = client_tls_of(args, load_settings(args.config))
+    connections = measure_connections(args.address, tls)
     before = process_tree_cpu(args.server_pid) if args.server_pid else 0.0
     milvus_before = process_tree_cpu(args.milvus_pid) if args.milvus_pid else 0.0
     result = drive_queries(
@@ -271,6 +278,7 @@ def run_against(args: argparse.Namespace) -> int:
         mode=args.mode,
         limit=args.limit,
         max_seconds=args.max_seconds,
+        tls=tls,
     )
     summary = LatencySummary.of(result)
     calls = len(warmup) + len(result.samples)
@@ -279,10 +287,13 @@ def run_against(args: argparse.Namespace) -> int:
     client_ms = ms_per(result.client_cpu_s, calls)
     data: dict[str, Any] = {
         "address": args.address,
+        "tls": tls is not None,
         **latency_fields(summary),
         "server_cpu_ms_per_query": cpu_ms,
         "milvus_cpu_ms_per_query": milvus_ms,
         "client_cpu_ms_per_query": client_ms,
+        "connection_first_call_p50_ms": round(connections.first_call_p50_ms, 3),
+        "connection_next_call_p50_ms": round(connections.next_call_p50_ms, 3),
         **machine_budget(cpu_ms, milvus_ms, client_ms),
         "users": args.users,
         "concurrency": args.concurrency,
@@ -291,10 +302,14 @@ def run_against(args: argparse.Namespace) -> int:
         "machine": machine(),
     }
     print(
-        f"query {args.mode} | the server at {args.address} | {args.users} users | concurrency {args.concurrency} | "
-        f"embedding cache {args.embedding_cache}"
+        f"query {args.mode} | the server at {args.address} ({'TLS' if tls else 'plaintext'}) | {args.users} users | "
+        f"concurrency {args.concurrency} | embedding cache {args.embedding_cache}"
     )
     print(latency_line(data))
+    print(
+        f"  a new connection's first call {connections.first_call_p50_ms:.2f} ms p50, its next "
+        f"{connections.next_call_p50_ms:.2f} ms: {connections.setup_ms:.2f} ms to set it up"
+    )
     if cpu_ms is not None:
         print(f"  server CPU {cpu_ms:.2f} ms per query (process {args.server_pid} and its children)")
     if milvus_ms is not None:

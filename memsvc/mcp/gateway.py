@@ -15,6 +15,8 @@ import grpc
 from google.protobuf import timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from memsvc.api.tls import open_aio_channel
+from memsvc.tls import ClientTls
 from memsvc.v1 import query_service_pb2, query_service_pb2_grpc, write_service_pb2, write_service_pb2_grpc
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -93,15 +95,16 @@ class MemoryGateway:
     before the loop ends (`close`).
     """
 
-    def __init__(self, address: str, timeout_s: float) -> None:
+    def __init__(self, address: str, timeout_s: float, tls: ClientTls | None = None) -> None:
         self.address = address
         self._timeout_s = timeout_s
+        self._tls = tls
         self._channel: grpc.aio.Channel | None = None
         self._writes: Any = None
         self._queries: Any = None
 
     def open(self) -> None:
-        self._channel = grpc.aio.insecure_channel(self.address)
+        self._channel = open_aio_channel(self.address, self._tls)
         self._writes = write_service_pb2_grpc.WriteServiceStub(self._channel)
         self._queries = query_service_pb2_grpc.QueryServiceStub(self._channel)
 

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memsvc import __version__
 from memsvc.mcp.gateway import CallFailed, MemoryGateway, NewTurn
+from memsvc.tls import CertificateSource, ClientTls
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 
 log = logging.getLogger(__name__)
@@ -468,23 +469,38 @@ class McpOptions:
     host: str = "127.0.0.1"
     port: int = 8765
     timeout_s: float = 30.0
+    tls: ClientTls | None = None  # how to reach memsvc; None: plaintext
+    https: CertificateSource | None = None  # http only: serve HTTPS with this certificate
 
 
 async def serve(options: McpOptions) -> None:
     """Serve until stdin closes (stdio) or the process is told to stop (http)."""
     import uvicorn
 
-    gateway = MemoryGateway(options.address, options.timeout_s)
+    gateway = MemoryGateway(options.address, options.timeout_s, options.tls)
     gateway.open()
     try:
         if options.transport == "stdio":
             await build_server(gateway, fixed_api_key(options.api_key)).run_stdio_async()
             return
         app = http_app(build_server(gateway, request_api_key), options.host)
+        https = options.https
         log.info(
-            "memsvc MCP server on http://%s:%d/mcp, calling memsvc at %s", options.host, options.port, options.address
+            "memsvc MCP server on %s://%s:%d/mcp, calling memsvc at %s",
+            "https" if https else "http",
+            options.host,
+            options.port,
+            options.address,
         )
-        await uvicorn.Server(uvicorn.Config(app, host=options.host, port=options.port, log_level="warning")).serve()
+        config = uvicorn.Config(
+            app,
+            host=options.host,
+            port=options.port,
+            log_level="warning",
+            # The context that follows certificate rotation, built from the same files as the gRPC port's.
+            ssl_context_factory=(lambda _config, _default: https.https_context) if https else None,
+        )
+        await uvicorn.Server(config).serve()
     finally:
         await gateway.close()
 

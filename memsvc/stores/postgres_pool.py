@@ -102,8 +102,10 @@ class PostgresPool:
                     yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, errors.ReadOnlySqlTransaction) as exc:
             # Down, restarting, pool exhausted, serialization conflict, a standby after failover:
-            # retryable, never INTERNAL.
-            raise Unavailable(f"the {self._what} is unavailable", retry_after_s=1.0) from exc
+            # retryable, never INTERNAL. Start-up (schema work) says why, for the operator: a
+            # refused certificate (sslmode=verify-full) reads differently from a server that is down.
+            why = "" if pooled else f" ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]})"
+            raise Unavailable(f"the {self._what} is unavailable{why}", retry_after_s=1.0) from exc
         except (errors.UndefinedTable, errors.UndefinedColumn) as exc:
             raise FailedPrecondition(f"the {self._what} schema is not migrated; run `memsvc migrate`") from exc
 

@@ -39,6 +39,9 @@ SECRET_SETTINGS = {
     "MEMSVC_LLM_API_KEY",
 }
 REQUIRED_SECRETS = {"MEMSVC_MASTER_KEYS", "MEMSVC_API_KEY_PEPPER", "MEMSVC_RECORD_STORE_URL"}
+# Custom resources the Kubernetes schemas do not hold; test_prod_serves_tls_from_a_renewed_certificate
+# checks them instead.
+CUSTOM_KINDS = {("cert-manager.io/v1", "Certificate")}
 
 Manifest = dict[str, Any]
 
@@ -166,6 +169,8 @@ def test_every_rendered_object_matches_the_kubernetes_schema(target: str, versio
     failures = []
     for doc in render(target):
         name = f"{doc['kind']}/{doc['metadata']['name']}"
+        if (doc["apiVersion"], doc["kind"]) in CUSTOM_KINDS:
+            continue
         try:
             # strict: unknown fields fail too, as a typo would be silently dropped by the API.
             kubernetes_validate.validate(doc, version, strict=True)
@@ -215,7 +220,13 @@ def test_each_target_renders_the_whole_service(target: str) -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_probes_use_native_grpc_on_the_grpc_port(target: str) -> None:
     _, container = server(target)
-    grpc_port = named_port(container, "grpc")
+    env = settings(target, container)
+    # A kubelet gRPC probe cannot speak TLS: a TLS server is probed on its plaintext health port.
+    if "MEMSVC_TLS_CERT_FILE" in env:
+        assert "MEMSVC_PROBE_LISTEN" in env, f"{target}: a TLS server needs MEMSVC_PROBE_LISTEN for its probes"
+        grpc_port = named_port(container, "probe")
+    else:
+        grpc_port = named_port(container, "grpc")
     for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
         probe = container.get(probe_name)
         assert probe, f"{target}: the server has no {probe_name}"
@@ -240,8 +251,12 @@ def test_server_listens_where_the_container_ports_point(target: str) -> None:
     env = settings(target, container)
     assert port_of(env["MEMSVC_LISTEN"]) == named_port(container, "grpc")
     assert port_of(env["MEMSVC_METRICS_LISTEN"]) == named_port(container, "metrics")
+    listening = ["MEMSVC_LISTEN", "MEMSVC_METRICS_LISTEN"]
+    if "MEMSVC_PROBE_LISTEN" in env:
+        assert port_of(env["MEMSVC_PROBE_LISTEN"]) == named_port(container, "probe")
+        listening.append("MEMSVC_PROBE_LISTEN")
     # Loopback would pass the port check and still refuse every probe and client.
-    for key in ("MEMSVC_LISTEN", "MEMSVC_METRICS_LISTEN"):
+    for key in listening:
         host = env[key].rsplit(":", 1)[0]
         # Binding every interface is the intent in a pod, hence the noqa.
         assert host in {"0.0.0.0", "[::]"}, f"{key} binds {env[key]}"  # noqa: S104
@@ -310,14 +325,18 @@ def test_every_pod_runs_non_root_on_a_read_only_root(target: str) -> None:
         # The kubelet's service links would inject MEMSVC_PORT & co. into the settings prefix.
         assert pod.get("enableServiceLinks") is False, name
         writable = {v["name"] for v in pod.get("volumes", []) if "emptyDir" in v}
+        secrets = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
         for container in pod["containers"]:
             security = container["securityContext"]
             assert security["readOnlyRootFilesystem"] is True, name
             assert security["allowPrivilegeEscalation"] is False, name
             assert security["capabilities"]["drop"] == ["ALL"], name
-            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
-            assert set(mounts) == {"/tmp"}, f"{name}: only /tmp is mounted"
-            assert mounts["/tmp"] in writable, f"{name}: /tmp must be an emptyDir"
+            mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+            assert mounts["/tmp"]["name"] in writable, f"{name}: /tmp must be an emptyDir"
+            # Besides /tmp, only secrets (the TLS certificate), read-only.
+            for path, mount in mounts.items():
+                if path != "/tmp":
+                    assert mount["name"] in secrets and mount.get("readOnly"), f"{name}: {path} is writable"
             data_dir = settings(target, container).get("MEMSVC_DATA_DIR", "")
             assert data_dir.startswith("/tmp/"), f"{name}: MEMSVC_DATA_DIR={data_dir!r}"
 
@@ -429,6 +448,30 @@ def test_prod_overlay_is_highly_available() -> None:
     assert keys == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
     for constraint in spread:
         assert selects(constraint["labelSelector"]["matchLabels"], template["metadata"]["labels"])
+
+
+def test_prod_serves_tls_from_a_renewed_certificate() -> None:
+    target = "overlays/prod"
+    template, container = server(target)
+    env = settings(target, container)
+    certificate = one(target, "Certificate", "memsvc-tls")["spec"]
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    for key in ("MEMSVC_TLS_CERT_FILE", "MEMSVC_TLS_KEY_FILE"):
+        path = env[key]
+        mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+        # A subPath mount is never updated: a renewed certificate would not reach the server.
+        assert "subPath" not in mount, f"{key} comes through a subPath mount"
+        assert volumes[mount["name"]]["secret"]["secretName"] == certificate["secretName"], key
+    assert Path(env["MEMSVC_TLS_CERT_FILE"]).name == "tls.crt" and Path(env["MEMSVC_TLS_KEY_FILE"]).name == "tls.key"
+    namespace = one(target, "Deployment", "memsvc")["metadata"]["namespace"]
+    for service in objects(target, "Service"):
+        name = service["metadata"]["name"]
+        assert f"{name}.{namespace}.svc" in certificate["dnsNames"], f"the certificate does not name {name}"
+        assert all(p.get("appProtocol") != "kubernetes.io/h2c" for p in service["spec"]["ports"]), name
+    assert "server auth" in certificate["usages"]
+    assert certificate["privateKey"]["rotationPolicy"] == "Always"
+    assert {"name", "kind"} <= set(certificate["issuerRef"])
+    assert template["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
 
 
 @pytest.mark.parametrize("target", OVERLAYS)

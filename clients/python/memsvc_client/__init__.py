@@ -24,6 +24,7 @@ from memsvc_client.errors import (
     UnknownError,
     error_from_rpc,
 )
+from memsvc_client.tls import tls_credentials
 from memsvc_client.types import (
     AddResult,
     ConversationResult,
@@ -91,4 +92,5 @@ __all__ = [
     "WriteResult",
     "__version__",
     "error_from_rpc",
+    "tls_credentials",
 ]

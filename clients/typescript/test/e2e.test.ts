@@ -1,6 +1,9 @@
-// End-to-end test of MemoryClient against a running memsvc (MEMSVC_ADDRESS, MEMSVC_API_KEY).
+// End-to-end test of MemoryClient against a running memsvc (MEMSVC_ADDRESS, MEMSVC_API_KEY); over
+// TLS when MEMSVC_CA_FILE names the CA of the server's certificate, with the client certificate of
+// MEMSVC_CLIENT_CERT_FILE and MEMSVC_CLIENT_KEY_FILE for a server that requires one.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { after, describe, test } from "node:test";
 import {
   Extractor,
@@ -15,10 +18,19 @@ import {
 const address = process.env["MEMSVC_ADDRESS"] ?? "";
 const apiKey = process.env["MEMSVC_API_KEY"] ?? "";
 const skip = address && apiKey ? false : "MEMSVC_ADDRESS and MEMSVC_API_KEY are not set";
+const caFile = process.env["MEMSVC_CA_FILE"] ?? "";
+const certFile = process.env["MEMSVC_CLIENT_CERT_FILE"] ?? "";
+const keyFile = process.env["MEMSVC_CLIENT_KEY_FILE"] ?? "";
+const tls = caFile
+  ? {
+      ca: readFileSync(caFile),
+      ...(certFile && keyFile ? { cert: readFileSync(certFile), key: readFileSync(keyFile) } : {}),
+    }
+  : undefined;
 
 describe("memsvc end to end", { skip }, () => {
   // The first calls may load the embedding model, hence the generous deadline.
-  const client = skip ? undefined : new MemoryClient(address, apiKey, { deadlineMs: 120_000 });
+  const client = skip ? undefined : new MemoryClient(address, apiKey, { deadlineMs: 120_000, tls });
   const userId = `ts-e2e-${randomUUID()}`;
 
   after(async () => {
@@ -133,4 +145,27 @@ describe("memsvc end to end", { skip }, () => {
       return true;
     });
   });
+
+  if (tls?.cert) {
+    test("over mutual TLS a client without a certificate, or in plaintext, is refused", async () => {
+      assert.ok(client);
+      for (const options of [{ tls: { ca: tls.ca } }, {}]) {
+        const refused = new MemoryClient(address, apiKey, { deadlineMs: 10_000, ...options });
+        await assert.rejects(refused.addMemories(userId, [{ content: "never stored" }]), (error: unknown) => {
+          assert.ok(error instanceof MemsvcError, `expected MemsvcError, got ${String(error)}`);
+          // In TLS 1.3 the server refuses a missing certificate after the client's side of the
+          // handshake is done: Node's HTTP/2 session then closes the stream with CANCEL.
+          assert.ok(
+            error.code === GrpcStatus.UNAVAILABLE || error.code === GrpcStatus.CANCELLED,
+            `${JSON.stringify(options)}: ${error.message}`,
+          );
+          return true;
+        });
+        refused.close();
+      }
+      for await (const memory of client.iterateMemories({ userId })) {
+        assert.notEqual(memory.content, "never stored");
+      }
+    });
+  }
 });

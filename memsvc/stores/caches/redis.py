@@ -19,6 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,7 +30,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from memsvc.domain.models import Namespace, ScoreBreakdown
+from memsvc.errors import FailedPrecondition
 from memsvc.stores.caches.base import CachedHit, CachedResult
+from memsvc.tls import read_key_pair, read_trusted_cas
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -38,14 +41,44 @@ _BREAKDOWN_FIELDS = frozenset(ScoreBreakdown._fields)
 _NO_SLOT = ""  # a lookup that could not read the generation must not store a result
 
 
-def connect_redis(url: str, timeout_s: float) -> Redis:
-    """One client (and connection pool) per process; no retries: a miss is cheaper than a wait."""
+def connect_redis(
+    url: str,
+    timeout_s: float,
+    *,
+    ca_file: Path | None = None,
+    cert_file: Path | None = None,
+    key_file: Path | None = None,
+) -> Redis:
+    """One client (and connection pool) per process; no retries: a miss is cheaper than a wait.
+
+    A `rediss://` URL speaks TLS: the server's certificate is verified (against `ca_file`, else the
+    system's trust store) and so is its host name; `cert_file` and `key_file` answer a server that
+    requires client certificates. TLS files with a plaintext URL are refused rather than ignored.
+    """
+    tls: dict[str, Any] = {}
+    if url.startswith("rediss://"):
+        tls = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+        # Checked here, so a wrong file stops the start instead of leaving the caches off.
+        if ca_file is not None:
+            read_trusted_cas(ca_file, "MEMSVC_REDIS_CA_FILE")
+            tls["ssl_ca_certs"] = str(ca_file)
+        if (cert_file is None) != (key_file is None):
+            raise FailedPrecondition("MEMSVC_REDIS_CERT_FILE, MEMSVC_REDIS_KEY_FILE: a client certificate needs both")
+        if cert_file is not None and key_file is not None:
+            read_key_pair(cert_file, "MEMSVC_REDIS_CERT_FILE", key_file, "MEMSVC_REDIS_KEY_FILE")
+            tls.update(ssl_certfile=str(cert_file), ssl_keyfile=str(key_file))
+    elif any(f is not None for f in (ca_file, cert_file, key_file)):
+        raise FailedPrecondition(
+            "MEMSVC_REDIS_CA_FILE, MEMSVC_REDIS_CERT_FILE, MEMSVC_REDIS_KEY_FILE: set for a plaintext "
+            "MEMSVC_REDIS_URL; use rediss:// for TLS"
+        )
     return Redis.from_url(
         url,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         health_check_interval=30,
+        **tls,
     )
 
 

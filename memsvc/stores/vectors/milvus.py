@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
@@ -24,7 +25,7 @@ from pymilvus.exceptions import MilvusException
 
 from memsvc.config import MILVUS_SERVER_SCHEMES
 from memsvc.domain.models import MemoryFilter, Namespace, RetentionStatus
-from memsvc.errors import Unavailable
+from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.vectors import milvus_grpc
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.batching import SearchBatcher
@@ -37,6 +38,7 @@ from memsvc.stores.vectors.placement import (
     PlacementRegistry,
     quote,
 )
+from memsvc.tls import read_key_pair, read_trusted_cas
 
 T = TypeVar("T")
 # A Milvus server through pymilvus, or a Milvus Lite directory opened in process: same calls.
@@ -797,6 +799,30 @@ class MilvusVectorIndex:
             log.warning("closing the Milvus client failed")
 
 
+def _milvus_tls(server_pem_path: str, client_pem_path: str, client_key_path: str) -> dict[str, Any]:
+    """pymilvus's TLS arguments, the files checked first so that a wrong one stops the start-up."""
+    if bool(client_pem_path) != bool(client_key_path):
+        raise FailedPrecondition("MEMSVC_MILVUS_CLIENT_PEM_PATH, MEMSVC_MILVUS_CLIENT_KEY_PATH: mutual TLS needs both")
+    if server_pem_path:
+        read_trusted_cas(Path(server_pem_path), "MEMSVC_MILVUS_SERVER_PEM_PATH")
+    if not client_pem_path:
+        return {"server_pem_path": server_pem_path, "secure": True} if server_pem_path else {}
+    if not server_pem_path:
+        raise FailedPrecondition(
+            "MEMSVC_MILVUS_SERVER_PEM_PATH: mutual TLS needs the CA that signed the Milvus server's certificate"
+        )
+    read_key_pair(
+        Path(client_pem_path), "MEMSVC_MILVUS_CLIENT_PEM_PATH", Path(client_key_path), "MEMSVC_MILVUS_CLIENT_KEY_PATH"
+    )
+    # pymilvus sends a client certificate only when no server_pem_path is given.
+    return {
+        "ca_pem_path": server_pem_path,
+        "client_pem_path": client_pem_path,
+        "client_key_path": client_key_path,
+        "secure": True,
+    }
+
+
 def connect_milvus(
     uri: str,
     token: str = "",
@@ -804,8 +830,16 @@ def connect_milvus(
     server_pem_path: str = "",
     server_name: str = "",
     timeout_s: float | None = None,
+    client_pem_path: str = "",
+    client_key_path: str = "",
 ) -> Client:
-    """Milvus Lite in process for a local path; a MilvusClient for a server URI (token auth and TLS optional)."""
+    """Milvus Lite in process for a local path; a MilvusClient for a server URI (token auth optional).
+
+    TLS: an https:// URI, or `server_pem_path` (the CA or certificate to trust; an https:// URI
+    without it trusts the system's store); with a client certificate and key, mutual TLS, where
+    pymilvus takes the trusted CA as `ca_pem_path` instead. `server_name` overrides the name the
+    server's certificate is checked for.
+    """
     if not uri.startswith(MILVUS_SERVER_SCHEMES):
         return EmbeddedMilvus(uri)
     kwargs: dict[str, Any] = {}
@@ -815,9 +849,11 @@ def connect_milvus(
         kwargs["token"] = token
     if db_name:
         kwargs["db_name"] = db_name
-    if server_pem_path:
-        kwargs["server_pem_path"] = server_pem_path
-        kwargs["secure"] = True
+    tls = _milvus_tls(server_pem_path, client_pem_path, client_key_path)
+    if tls:
+        # pymilvus shares one connection per address and token whatever the TLS arguments: a
+        # client with its own certificates gets a connection of its own.
+        kwargs.update(tls, dedicated=True)
     if server_name:
         kwargs["server_name"] = server_name
     try:
