@@ -14,12 +14,15 @@ export TRANSFORMERS_OFFLINE := 1
 
 install: $(STAMP)
 
+# setuptools' notes to package maintainers (editable modes) are not for a person running `make run`.
+PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/pip install --quiet
+
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "$(TORCH)"
-	$(BIN)/pip install --quiet -e ".[dev]"
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e clients/python
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) "$(TORCH)"
+	$(PIP_INSTALL) -e ".[dev]"
+	$(PIP_INSTALL) --config-settings editable_mode=compat -e clients/python
 	touch $(STAMP)
 
 run: install

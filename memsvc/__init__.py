@@ -12,5 +12,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # embedder's passes need: writes of 64-memory batches 337-364 memories/s with it, 400-413 on one
 # thread (docs/performance.md). The products here are small; one thread each is enough.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# gRPC's C core logs through absl straight to stderr, INFO included (a client's GOAWAY, for one);
+# errors are what an operator needs. GRPC_VERBOSITY=INFO or DEBUG brings the rest back. It is
+# read when grpc loads.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 __version__ = "0.1.0"

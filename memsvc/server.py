@@ -428,9 +428,8 @@ async def run_server(settings: Settings, *, worker: int | None = None) -> None:
     port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
     if token:
-        print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path), flush=True)
+        print(dev_key_banner(token, f"{host}:{port}", settings), flush=True)
     who = "memsvc" if worker is None else f"memsvc worker {worker} (pid {os.getpid()})"
-    log.info("%s serving on %s:%d", who, host, port)
     print(f"{who} serving on {host}:{port} (data in {settings.data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -93,6 +93,7 @@ def ensure_export(model_dir: Path, cache_dir: Path, variant: OnnxVariant) -> Onn
     target = cache_dir / f"{model_dir.name}-{variant}-{cache_key(model_dir, variant)}.onnx"
     if target.exists():
         return OnnxExport(target, created=False)
+    log.info("preparing the embedding model (%s, %s) once per machine, in %s", model_dir.name, variant, cache_dir)
     started = time.perf_counter()
     if variant == "fp32":
         with _atomic_file(target) as tmp:
@@ -101,7 +102,7 @@ def ensure_export(model_dir: Path, cache_dir: Path, variant: OnnxVariant) -> Onn
         source = ensure_export(model_dir, cache_dir, "fp32").path
         with _atomic_file(target) as tmp:
             _quantize_int8(source, tmp)
-    log.info("exported %s (%s) to %s in %.1f s", model_dir.name, variant, target, time.perf_counter() - started)
+    log.info("prepared the embedding model (%s) in %.1f s", variant, time.perf_counter() - started)
     return OnnxExport(target, created=True)
 
 
@@ -122,6 +123,9 @@ def _atomic_file(target: Path) -> Iterator[Path]:
 def _export_fp32(model_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the caller says what is going on
 
     class SentenceEncoder(torch.nn.Module):
         """The transformer, mean pooling over real tokens and L2 normalisation, as in the ST pipeline."""

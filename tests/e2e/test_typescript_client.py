@@ -42,3 +42,32 @@ def test_typescript_client_against_live_server(live_server: LiveServer) -> None:
     assert "adds memories for a fresh user" in output, output
     assert "ok 2 - a conversation's turns are kept" in output, output
     assert "ok 4 - a turn with no content is a typed INVALID_ARGUMENT" in output, output
+
+
+@pytest.mark.timeout(STARTUP_TIMEOUT_S + NPM_TEST_TIMEOUT_S + 120)
+def test_the_readme_example_compiles_as_written_and_runs(live_server: LiveServer) -> None:
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed: install Node.js 20+ and npm to test the TS client")
+    example = (CLIENT_DIR / "examples" / "quickstart.ts").read_text(encoding="utf-8")
+    readme = (CLIENT_DIR / "README.md").read_text(encoding="utf-8")
+    assert f"```ts\n{example}```" in readme, "clients/typescript/README.md quotes examples/quickstart.ts verbatim"
+    subprocess.run([str(ROOT / "tools" / "ensure_node_modules.sh")], cwd=ROOT, check=True)
+    assert subprocess.run(["npx", "tsc", "--version"], cwd=ROOT, capture_output=True, text=True, check=True).stdout == (
+        "Version 5.9.3\n"
+    ), "the repository's one TypeScript"
+    # As the README runs it: from the repository root, the key in the environment.
+    env = {**os.environ, "MEMSVC_ADDRESS": live_server.address, "MEMSVC_API_KEY": live_server.api_key}
+    result = subprocess.run(
+        ["npm", "run", "example", "--workspace", "clients/typescript"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=NPM_TEST_TIMEOUT_S,
+        check=False,
+    )
+    output = f"{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, f"npm run example failed:\n{output}\nserver log:\n{log_tail(live_server.log_path)}"
+    assert 'extracted: [ "I\'m allergic to shellfish, so no oysters for me." ] RULES' in output, output
+    assert "invalid: [ 'memories[0].content: must not be empty' ]" in output, output
+    assert "erased 3 memories" in output, output
