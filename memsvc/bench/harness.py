@@ -187,8 +187,6 @@ class BenchServer:
         configured one, `milvus_server_uri`): then in a database of its own (BENCH_DATABASE),
         emptied first unless `data_dir` holds an earlier load, so no production collection is
         touched and no earlier run's vectors are searched."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from memsvc.config import Settings
         from memsvc.domain.models import Permission
         from memsvc.server import Service, build_components
