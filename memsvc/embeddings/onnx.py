@@ -92,12 +92,7 @@ def ensure_export(model_dir: Path, cache_dir: Path, variant: OnnxVariant) -> Onn
     target = cache_dir / f"{model_dir.name}-{variant}-{cache_key(model_dir, variant)}.onnx"
     if target.exists():
         return OnnxExport(target, created=False)
-    log.info(
-        "preparing the embedding model for ONNX Runtime (%s, %s), once per machine, in %s",
-        model_dir.name,
-        variant,
-        cache_dir,
-    )
+    log.info("preparing the embedding model for ONNX Runtime (%s), once per machine, in %s", variant, cache_dir)
     started = time.perf_counter()
     model = build_sentence_encoder(model_dir, variant)
     with _atomic_file(target) as tmp:
