@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from memsvc import eventloop, logs
@@ -150,14 +151,14 @@ def memory_content(words: Sequence[str], file: str | None) -> str:
     (a long text does not fit on a command line). Newlines at the end of a file are not content."""
     if file is not None and words:
         raise ValueError("give the content as words or with --file, not both")
-    if file is None and list(words) != ["-"]:
+    if file is None and list(words) == ["-"]:
+        file = "-"
+    if file is None:
         if not words:
             raise ValueError("give the content as words, with --file PATH, or - to read standard input")
         return " ".join(words)
-    if file in (None, "-"):
-        return sys.stdin.read().rstrip("\r\n")
-    with open(file, encoding="utf-8") as text:
-        return text.read().rstrip("\r\n")
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    return text.rstrip("\r\n")
 
 
 def cmd_add(args: argparse.Namespace) -> int:

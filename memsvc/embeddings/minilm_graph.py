@@ -2,9 +2,9 @@
 
 The graph is the BERT encoder of the model folder (`config.json`, `model.safetensors`) followed by
 the rest of its sentence-transformers pipeline: attention-masked mean pooling and L2
-normalisation, so it returns finished unit vectors. Its vectors equal the torch model's (cosine
-above 0.9999 on every text of tests/fixtures, whose reference vectors came from
-sentence-transformers and from the torch export this replaced).
+normalisation, so it returns finished unit vectors: the torch model's vectors (cosine above
+0.9999 against sentence-transformers on every text of tests/fixtures; int8, against ONNX
+Runtime's quantisation of torch's own ONNX export).
 
 The int8 variant quantises, as ONNX Runtime's `quantize_dynamic` does (per output channel,
 symmetric, activations quantised per pass), the weights of every linear layer except each feed-
@@ -77,6 +77,8 @@ def quantize_per_column(weight: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np
 
 
 class _Encoder:
+    """Adds the encoder's nodes to a graph, a part of the model per method."""
+
     def __init__(self, graph: Graph, weights: Weights, shape: BertShape, int8: bool) -> None:
         self.g = graph
         self.w = weights
