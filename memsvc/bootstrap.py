@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,18 +66,49 @@ async def bootstrap_dev_key(settings: Settings, store: ApiKeyRecords, keys: ApiK
     return issued.token
 
 
-def dev_key_banner(token: str, listen: str, key_path: Path, tls: bool = False) -> str:
+def dev_key_banner(token: str, address: str, settings: Settings) -> str:
+    """The first start's message: the key, and lines that work as printed in another shell here."""
+    cli = f"{cli_environment(address, settings)}{cli_command(Path.cwd())}"
     # Over TLS the client names the CA that signed the server's certificate (ca.crt here).
-    cli, grpcurl = (" --ca-file ca.crt", "-cacert ca.crt") if tls else ("", "-plaintext")
+    tls = settings.tls_cert_file is not None
+    ca, grpcurl = (" --ca-file ca.crt", "-cacert ca.crt") if tls else ("", "-plaintext")
     return (
         "\n"
         "  memsvc created a development API key (shown once; saved to "
-        f"{key_path}):\n\n"
+        f"{settings.dev_key_path}):\n\n"
         f"    {token}\n\n"
-        "  Try it:\n"
-        f"    memsvc add{cli} --user alice 'I prefer window seats on long flights'\n"
-        f"    memsvc query{cli} --user alice 'how do I like to fly?'\n"
+        f"  Try it in another shell, in {shlex.quote(str(Path.cwd()))}:\n"
+        f"    {cli} add{ca} --user alice 'I prefer window seats on long flights'\n"
+        f"    {cli} query{ca} --user alice 'how do I like to fly?'\n"
         f"    grpcurl {grpcurl} -H 'authorization: Bearer {token}' \\\n"
         f'      -d \'{{"user_id":"alice","query":"how do I like to fly?"}}\' \\\n'
-        f"      {listen} memsvc.v1.QueryService/Query\n"
+        f"      {address} memsvc.v1.QueryService/Query\n"
     )
+
+
+def cli_environment(address: str, settings: Settings) -> str:
+    """The settings a CLI in a new shell would not assume: where the server listens and where the
+    development key is, when they are not the defaults."""
+    defaults = Settings.model_fields
+    assigned = []
+    if address != defaults["listen"].default:
+        assigned.append(f"MEMSVC_ADDRESS={shlex.quote(address)}")
+    if settings.data_dir != defaults["data_dir"].default:
+        assigned.append(f"MEMSVC_DATA_DIR={shlex.quote(str(settings.data_dir))}")
+    return "".join(f"{a} " for a in assigned)
+
+
+def cli_command(cwd: Path) -> str:
+    """This process's `memsvc` as a shell in `cwd` reaches it: by name when it is the one on PATH,
+    else by its path from `cwd` (`.venv/bin/memsvc` after `make run`), else by its full path."""
+    script = Path(sys.argv[0])
+    if script.name != "memsvc":  # not started as the console script (`python -m`, a test harness)
+        return "memsvc"
+    absolute = script if script.is_absolute() else cwd / script
+    on_path = shutil.which("memsvc")
+    if on_path is not None and absolute.exists() and Path(on_path).samefile(absolute):
+        return "memsvc"
+    try:
+        return shlex.quote(str(absolute.relative_to(cwd)))
+    except ValueError:
+        return shlex.quote(str(absolute))

@@ -6,14 +6,14 @@ import argparse
 import asyncio
 import importlib
 import json
-import logging
 import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from memsvc import eventloop
+from memsvc import eventloop, logs
 from memsvc.config import Settings, load_settings
 from memsvc.domain.models import MemoryKind, Permission
 from memsvc.pipeline.context import QueryMode
@@ -147,8 +147,28 @@ async def _rotate_master(store: Any, master_keys: str) -> int:
     return 1 if report.unreadable else 0
 
 
+def memory_content(words: Sequence[str], file: str | None) -> str:
+    """The content of `memsvc add`: its words, or what `--file` holds, or standard input for `-`
+    (a long text does not fit on a command line). Newlines at the end of a file are not content."""
+    if file is not None and words:
+        raise ValueError("give the content as words or with --file, not both")
+    if file is None and list(words) == ["-"]:
+        file = "-"
+    if file is None:
+        if not words:
+            raise ValueError("give the content as words, with --file PATH, or - to read standard input")
+        return " ".join(words)
+    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    return text.rstrip("\r\n")
+
+
 def cmd_add(args: argparse.Namespace) -> int:
-    memory: dict[str, Any] = {"content": " ".join(args.content), "tags": args.tag or []}
+    try:
+        content = memory_content(args.content, args.file)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    memory: dict[str, Any] = {"content": content, "tags": args.tag or []}
     if args.kind:
         memory["kind"] = f"MEMORY_KIND_{args.kind.upper()}"
     if args.role:
@@ -400,7 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     add = client_command("add", "add a memory")
-    add.add_argument("content", nargs="+")
+    add.add_argument("content", nargs="*", help="the memory's text; - reads it from standard input")
+    add.add_argument("--file", help="read the memory's text from this file (- for standard input)")
     add.add_argument("--tag", action="append")
     add.add_argument("--kind", choices=[k.value for k in MemoryKind])
     add.add_argument("--role", choices=["user", "assistant", "system"])
@@ -483,10 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The embedded vector engine and its faiss loader log every segment flush and load at INFO.
-    for chatty in ("milvus_lite", "faiss"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    logs.configure()
     args = build_parser().parse_args(argv)
     from pydantic import ValidationError
 

@@ -114,14 +114,14 @@ class Settings(BaseSettings):
     embedding_provider: Literal["local", "openai"] = "local"
     embedding_model_path: str = ""
     embedding_model_name: str = "all-MiniLM-L6-v2"
-    # The local model's forward pass, exported to ONNX Runtime with int8 weights (about 0.6x the
-    # CPU of fp32 per text, LoCoMo recall within 0.002), in fp32 (the torch vectors), or
-    # sentence-transformers on torch. int8 is an embedding version of its own: a server that
-    # finds memories of another version re-embeds them (the reconciler). docs/performance.md.
-    embedding_runtime: Literal["torch", "onnx", "onnx-int8"] = "onnx-int8"
-    # Where ONNX exports are cached (exported once per model and runtime, shared by every data
-    # directory of the machine); empty: $XDG_CACHE_HOME/memsvc/onnx, else ~/.cache/memsvc/onnx.
-    # An image bakes the export in and points this at it (deploy/Containerfile).
+    # The local model on ONNX Runtime with int8 weights (about 0.6x the CPU of fp32 per text,
+    # LoCoMo recall within 0.002) or in fp32 (the torch model's vectors). int8 is an embedding
+    # version of its own: a server that finds memories of another version re-embeds them (the
+    # reconciler). docs/performance.md.
+    embedding_runtime: Literal["onnx", "onnx-int8"] = "onnx-int8"
+    # Where the model's ONNX graphs are cached (built once per model and runtime, shared by every
+    # data directory of the machine); empty: $XDG_CACHE_HOME/memsvc/onnx, else ~/.cache/memsvc/onnx.
+    # An image builds them in and points this at them (deploy/Containerfile).
     embedding_onnx_dir: Path | None = None
     # ONNX Runtime lanes: forward passes run one thread each, a batch's passes on this many
     # threads side by side; 0 uses every CPU this process may run on. Set it to the container's

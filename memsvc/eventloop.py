@@ -2,7 +2,7 @@
 
 The event loop's own work (waking for gRPC's completion queue, thread hand-offs of the record
 store and the embedder, futures) is a fixed part of every query's CPU; uvloop does it in C.
-Measured in docs/performance.md ("uvloop", 2026-11-25).
+Measured in docs/performance.md ("Design decisions").
 """
 
 from __future__ import annotations

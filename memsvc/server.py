@@ -450,12 +450,10 @@ async def run_server(settings: Settings, *, worker: int | None = None) -> None:
     gc.freeze()
     port = await service.start()
     host = settings.listen.rsplit(":", 1)[0]
-    tls = components.certificates is not None
     if token:
-        print(dev_key_banner(token, f"{host}:{port}", settings.dev_key_path, tls), flush=True)
+        print(dev_key_banner(token, f"{host}:{port}", settings), flush=True)
     who = "memsvc" if worker is None else f"memsvc worker {worker} (pid {os.getpid()})"
     transport = describe_transport(components.certificates, settings.probe_listen)
-    log.info("%s serving on %s:%d (%s)", who, host, port, transport)
     print(f"{who} serving on {host}:{port} ({transport}; data in {settings.data_dir})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

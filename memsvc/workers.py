@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
-from memsvc import eventloop
+from memsvc import eventloop, logs
 from memsvc.bootstrap import bootstrap_dev_key, dev_key_banner, local_secrets
 from memsvc.config import Settings
 from memsvc.errors import MemsvcError
@@ -88,9 +88,7 @@ def serve_worker(settings: Settings, index: int) -> None:
     """A worker process's entry point (spawned: a fresh interpreter, nothing inherited)."""
     from memsvc.server import run_server
 
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s worker-{index} %(name)s: %(message)s")
-    for chatty in ("milvus_lite", "faiss"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    logs.configure(prefix=f"worker-{index} ")
     try:
         eventloop.run(run_server(settings, worker=index))
     except MemsvcError as exc:
@@ -134,8 +132,7 @@ class Supervisor:
         try:
             token = asyncio.run(first_start(self._settings))
             if token:
-                tls = self._settings.tls_cert_file is not None
-                print(dev_key_banner(token, listen, self._settings.dev_key_path, tls), flush=True)
+                print(dev_key_banner(token, listen, self._settings), flush=True)
             for signum in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(signum, self._on_signal)
             workers = [self._spawn(listen, i) for i in range(self._count)]

@@ -1,4 +1,4 @@
-"""Encode latency and throughput of the local embedder's runtimes: torch, onnx, onnx-int8.
+"""Encode latency and throughput of the local embedder's runtimes: onnx (fp32) and onnx-int8.
 
 Calls the blocking `encode` of each runtime directly (no service, no micro-batching queue):
 the p50 of single short queries, and texts per second in batches of 16 and 64 synthetic
@@ -6,7 +6,7 @@ memories. The 1-minute load average is recorded beside every runtime, because ot
 may share the cores; so is this process's CPU time per text, which contention inflates far
 less than wall-clock time.
 
-    .venv/bin/python tools/bench_embedder_runtimes.py [--runtimes torch,onnx,onnx-int8] [--rounds 2]
+    .venv/bin/python tools/bench_embedder_runtimes.py [--runtimes onnx,onnx-int8] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -24,17 +24,15 @@ from typing import Any
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runtimes", default="torch,onnx,onnx-int8")
+    parser.add_argument("--runtimes", default="onnx,onnx-int8")
     parser.add_argument("--calls", type=int, default=300, help="single-query encodes per runtime")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each batch measurement")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every runtime this often, interleaved")
-    parser.add_argument("--onnx-dir", type=Path, help="export cache (default: a temporary directory)")
+    parser.add_argument("--onnx-dir", type=Path, help="graph cache (default: a temporary directory)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-    from memsvc.bench.harness import machine, percentile, process_cpu_s
+    from memsvc.bench.harness import machine, percentile
     from memsvc.bench.synthetic import memory_texts, unique_queries
     from memsvc.embeddings.local import LocalEmbedder
 
@@ -50,24 +48,24 @@ def main() -> None:
         for _ in range(20):  # warm-up: first calls allocate
             embedder.encode([next(queries)])
         single: list[float] = []
-        cpu_started = process_cpu_s()
+        cpu_started = time.process_time()
         for _ in range(args.calls):
             text = next(queries)
             started = time.perf_counter()
             embedder.encode([text])
             single.append((time.perf_counter() - started) * 1000)
-        single_cpu_ms = (process_cpu_s() - cpu_started) * 1000 / args.calls
+        single_cpu_ms = (time.process_time() - cpu_started) * 1000 / args.calls
         rates: dict[int, float] = {}
         cpu_per_text: dict[int, float] = {}
         for size in (16, 64):
             batch = memories[:size]
             embedder.encode(batch)
-            count, started, cpu_started = 0, time.perf_counter(), process_cpu_s()
+            count, started, cpu_started = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - started < args.seconds:
                 embedder.encode(batch)
                 count += size
             rates[size] = count / (time.perf_counter() - started)
-            cpu_per_text[size] = (process_cpu_s() - cpu_started) * 1000 / count
+            cpu_per_text[size] = (time.process_time() - cpu_started) * 1000 / count
         row = {
             "runtime": runtime,
             "round": round_no,

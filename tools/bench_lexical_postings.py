@@ -62,8 +62,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--k", type=int, default=50, help="hits per search (the recall depth)")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
     from pymilvus import DataType, MilvusClient
 

@@ -46,6 +46,9 @@ _SCALAR_NAMES = {
     _FDP.TYPE_SINT64: "sint64",
 }
 
+# Integer types that the proto3 JSON mapping writes as strings (JavaScript numbers lose precision past 2^53).
+_JSON_STRINGS = frozenset({_FDP.TYPE_INT64, _FDP.TYPE_UINT64, _FDP.TYPE_SINT64, _FDP.TYPE_FIXED64, _FDP.TYPE_SFIXED64})
+
 HEADER = """\
 # memsvc API reference
 
@@ -54,6 +57,12 @@ HEADER = """\
 Package `{package}`. Every call carries the API key in the `authorization: Bearer <key>`
 metadata; errors carry a `google.rpc.Status` with `google.rpc.ErrorInfo` and, for invalid
 requests, `google.rpc.BadRequest` field violations.
+
+In JSON (grpcurl, `buf curl`, `memsvc ... --json`) messages follow the proto3 JSON mapping:
+enums are their names, timestamps RFC 3339 strings, and 64-bit integers (`int64`, `uint64`:
+`deleted_count`, `usage_count`, `version`, ...) are strings, so a ForgetUser reply reads
+`{{"deletedCount": "3"}}` (grpcurl and `buf curl` name fields in lowerCamelCase, the CLI as in the
+proto). Requests may give them as numbers or strings.
 """
 
 
@@ -128,6 +137,8 @@ class _Renderer:
             shown = self._type_ref(field.type_name)
         else:
             shown = f"`{_SCALAR_NAMES[field.type]}`"
+            if field.type in _JSON_STRINGS:
+                shown += " (a string in JSON)"
         if field.label == _FDP.LABEL_REPEATED:
             return f"repeated {shown}"
         if field.proto3_optional:

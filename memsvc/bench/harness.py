@@ -137,10 +137,21 @@ def prepare_bench_database(uri: str, *, empty: bool) -> None:
 def add_milvus_uri_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--milvus-uri",
-        default="",
-        help="a Milvus server (http://host:19530) instead of the embedded Milvus Lite; the benchmark "
-        f"writes into a database of its own ({BENCH_DATABASE})",
+        help="a Milvus server (http://host:19530) instead of the embedded Milvus Lite (default: MEMSVC_MILVUS_URI "
+        f"when it names a server); the benchmark writes into a database of its own ({BENCH_DATABASE})",
     )
+
+
+def milvus_server_uri(given: str | None = None) -> str:
+    """The Milvus server a benchmark runs on, however it was named: `given` (--milvus-uri), else
+    MEMSVC_MILVUS_URI when it names a server; "" for Milvus Lite in the benchmark's own directory
+    (a configured Lite file is the user's data, never the benchmark's)."""
+    if given is not None:
+        return given
+    from memsvc.config import Settings
+
+    configured = Settings()
+    return "" if configured.is_embedded_milvus else configured.milvus_uri
 
 
 def vector_engine(uri: str) -> dict[str, str]:
@@ -172,24 +183,29 @@ class BenchServer:
     cpu: ServerCpu
 
     @classmethod
-    def start(cls, data_dir: Path | None = None, milvus_uri: str = "", **overrides: Any) -> BenchServer:
-        """A server on the embedded default, or on the Milvus server at `milvus_uri`: then in a
-        database of its own (BENCH_DATABASE), emptied first unless `data_dir` holds an earlier
-        load, so no production collection is touched and no earlier run's vectors are searched."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    def start(cls, data_dir: Path | None = None, milvus_uri: str | None = None, **overrides: Any) -> BenchServer:
+        """A server on the embedded default, or on the Milvus server at `milvus_uri` (by default the
+        configured one, `milvus_server_uri`): then in a database of its own (BENCH_DATABASE),
+        emptied first unless `data_dir` holds an earlier load, so no production collection is
+        touched and no earlier run's vectors are searched."""
         from memsvc.config import Settings
         from memsvc.domain.models import Permission
         from memsvc.server import Service, build_components
 
         owns = data_dir is None
         directory = data_dir or Path(tempfile.mkdtemp(prefix="memsvc-bench-"))
-        values: dict[str, Any] = {"data_dir": directory, "listen": "127.0.0.1:0", "bootstrap_dev_key": False}
+        milvus_uri = milvus_server_uri(milvus_uri)
+        values: dict[str, Any] = {
+            "data_dir": directory,
+            "listen": "127.0.0.1:0",
+            "bootstrap_dev_key": False,
+            "milvus_uri": milvus_uri,
+        }
         if milvus_uri:
             prepare_bench_database(milvus_uri, empty=owns or not (directory / "memsvc.db").exists())
             # Measure the steady state: a server's fresh segments sealed a second after the load
             # (`settle`), as they are a minute after writes in production, not growing.
-            values.update(milvus_uri=milvus_uri, milvus_db_name=BENCH_DATABASE, milvus_seal_delay_s=1.0)
+            values.update(milvus_db_name=BENCH_DATABASE, milvus_seal_delay_s=1.0)
         values.update(overrides)
         settings = Settings(**values)
         loop = LoopThread()

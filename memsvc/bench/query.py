@@ -24,6 +24,7 @@ from memsvc.bench.harness import (
     machine,
     measure_connections,
     measure_floor,
+    milvus_server_uri,
     percentile,
     user_ids,
     vector_engine,
@@ -330,21 +331,22 @@ def run_against(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.address:
         return run_against(args)
+    milvus_uri = milvus_server_uri(args.milvus_uri)
     marker = {
         "users": args.users,
         "memories_per_user": args.memories_per_user,
         "seed": args.seed,
-        "milvus_uri": args.milvus_uri,
+        "milvus_uri": milvus_uri,
     }
     marker_path = args.data_dir / "bench-load.json" if args.data_dir else None
     reuse = marker_path is not None and marker_path.exists() and json.loads(marker_path.read_text()) == marker
-    engine = vector_engine(args.milvus_uri)
+    engine = vector_engine(milvus_uri)
     print(
         f"starting an in-process server with {args.users} x {args.memories_per_user} memories on "
         f"{engine['engine']} {engine['milvus_uri']}".rstrip(),
         flush=True,
     )
-    bench = BenchServer.start(args.data_dir, milvus_uri=args.milvus_uri)
+    bench = BenchServer.start(args.data_dir, milvus_uri=milvus_uri)
     try:
         users = user_ids(args.users)
         if reuse:

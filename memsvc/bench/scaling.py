@@ -14,6 +14,7 @@ from memsvc.bench.harness import (
     add_milvus_uri_argument,
     load_memories,
     machine,
+    milvus_server_uri,
     user_ids,
     vector_engine,
 )
@@ -173,6 +174,7 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     points: list[dict[str, Any]] = []
+    args.milvus_uri = milvus_server_uri(args.milvus_uri)  # one engine for both curves and the report
     engine = vector_engine(args.milvus_uri)
     print(f"vector store: {engine['engine']} {engine['milvus_uri']}".rstrip())
     print(HEADER)

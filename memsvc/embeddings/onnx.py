@@ -1,10 +1,10 @@
-"""The bundled model on ONNX Runtime: exported once from the torch model, optionally int8.
+"""The bundled model on ONNX Runtime, fp32 or int8, its graph built once per machine and cached.
 
-The export wraps the transformer with the rest of the sentence-transformers pipeline of this
-model (attention-masked mean pooling, then L2 normalisation), so the graph returns finished
-unit vectors. Exports are cached on disk under a key of the model folder's files and the
-runtime; a changed model gets a new file. Each file is written to a temporary name and renamed,
-so a crash or a concurrent start never leaves a half-written model where a reader looks.
+The graph (memsvc/embeddings/minilm_graph.py) is built from the model folder's weights, with the
+rest of its sentence-transformers pipeline inside, so it returns finished unit vectors. Graphs
+are cached on disk under a key of the model folder's files and the recipe; a changed model gets
+a new file. Each file is written to a temporary name and renamed, so a crash or a concurrent
+start never leaves a half-written model where a reader looks.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import logging
 import os
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -27,14 +26,14 @@ import numpy as np
 import numpy.typing as npt
 
 from memsvc.embeddings.base import Vector
+from memsvc.embeddings.minilm_graph import INPUTS, build_sentence_encoder
 
 log = logging.getLogger(__name__)
 
 OnnxVariant = Literal["fp32", "int8"]
 
-# Bump when the exported graph or the quantisation recipe changes: old cache files are ignored.
-_RECIPE = "st-mean-normalize-v1;int8-matmul-per-channel-ffn-out-fp32-v1"
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Bump when the graph or the quantisation recipe changes: old cache files are ignored.
+_RECIPE = "minilm-graph-v1;int8-matmul-per-channel-ffn-out-fp32-v1"
 # The files that define the model's function; their names, sizes and mtimes key the cache.
 _MODEL_FILES = (
     "config.json",
@@ -88,20 +87,17 @@ def cache_key(model_dir: Path, variant: OnnxVariant) -> str:
 
 
 def ensure_export(model_dir: Path, cache_dir: Path, variant: OnnxVariant) -> OnnxExport:
-    """The cached ONNX file of the model and variant, exporting (and quantising) it on a miss."""
+    """The cached ONNX file of the model and variant, building it on a miss."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"{model_dir.name}-{variant}-{cache_key(model_dir, variant)}.onnx"
     if target.exists():
         return OnnxExport(target, created=False)
+    log.info("preparing the embedding model for ONNX Runtime (%s), once per machine, in %s", variant, cache_dir)
     started = time.perf_counter()
-    if variant == "fp32":
-        with _atomic_file(target) as tmp:
-            _export_fp32(model_dir, tmp)
-    else:
-        source = ensure_export(model_dir, cache_dir, "fp32").path
-        with _atomic_file(target) as tmp:
-            _quantize_int8(source, tmp)
-    log.info("exported %s (%s) to %s in %.1f s", model_dir.name, variant, target, time.perf_counter() - started)
+    model = build_sentence_encoder(model_dir, variant)
+    with _atomic_file(target) as tmp:
+        tmp.write_bytes(model)
+    log.info("prepared the embedding model (%s) in %.1f s", variant, time.perf_counter() - started)
     return OnnxExport(target, created=True)
 
 
@@ -113,103 +109,10 @@ def _atomic_file(target: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
-        tmp.chmod(0o644)  # mkstemp's 0600 would hide an export made by root (an image build) from the service user
+        tmp.chmod(0o644)  # mkstemp's 0600 would hide a graph built by root (an image build) from the service user
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _export_fp32(model_dir: Path, out: Path) -> None:
-    import torch
-    from transformers import AutoModel
-
-    class SentenceEncoder(torch.nn.Module):
-        """The transformer, mean pooling over real tokens and L2 normalisation, as in the ST pipeline."""
-
-        def __init__(self, transformer: torch.nn.Module) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(
-            self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-        ) -> torch.Tensor:
-            tokens = self.transformer(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            )[0]
-            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
-            mean = (tokens * mask).sum(dim=1) / torch.clamp(mask.sum(dim=1), min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
-
-    model = SentenceEncoder(AutoModel.from_pretrained(str(model_dir))).eval()
-    # Distinct example tensors: torch.export treats identical example inputs as one aliased input.
-    example = (
-        torch.full((2, 16), 1000, dtype=torch.long),
-        torch.ones((2, 16), dtype=torch.long),
-        torch.zeros((2, 16), dtype=torch.long),
-    )
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
-    with torch.no_grad(), warnings.catch_warnings(), _quiet("torch.onnx"):
-        # Export-time notes (axis renaming, deprecations inside transformers, torchvision ops not
-        # registered) are not ours to fix.
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            model,
-            example,
-            str(out),
-            input_names=list(_INPUTS),
-            output_names=["sentence_embedding"],  # "embedding" collides with a node name in the graph
-            dynamic_shapes={name: {0: batch, 1: seq} for name in _INPUTS},
-            dynamo=True,
-            external_data=False,  # one self-contained file, so one rename publishes it
-            verbose=False,
-        )
-
-
-@contextmanager
-def _quiet(logger_name: str) -> Iterator[None]:
-    logger = logging.getLogger(logger_name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-class _DropPreprocessHint(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
-def _quantize_int8(source: Path, out: Path) -> None:
-    """Dynamic int8 of the MatMul weights, per output channel, except each FFN's output projection.
-
-    Per-tensor scales cost too much accuracy (cosine to torch 0.85-0.97 on short texts). The FFN
-    output projection reads the GELU activations, whose outliers dominate the int8 error. Kept in
-    fp32, the worst cosine to torch rises from 0.966 to 0.981 and dense-only LoCoMo R@7 from
-    0.435 to 0.449 (torch: 0.444), at the cost of about a third of the int8 saving in CPU time.
-    """
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    graph = onnx.load(str(source), load_external_data=False).graph
-    producer = {output: node.op_type for node in graph.node for output in node.output}
-    ffn_out = [n.name for n in graph.node if n.op_type == "MatMul" and producer.get(n.input[0]) == "Gelu"]
-    # quantize_dynamic logs a generic hint on the root logger at every call; it does not apply
-    # to transformer graphs, whose symbolic shape inference is incomplete anyway.
-    hint = _DropPreprocessHint()
-    logging.getLogger().addFilter(hint)
-    try:
-        quantize_dynamic(
-            str(source),
-            str(out),
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            nodes_to_exclude=ffn_out,
-        )
-    finally:
-        logging.getLogger().removeFilter(hint)
 
 
 class OnnxRuntime:
@@ -254,7 +157,7 @@ class OnnxRuntime:
         # Idle pool threads would spin on the cores Milvus Lite and gRPC need, as OpenMP's did
         # (memsvc/__init__.py); they sleep instead.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3  # warnings about unused initializers are export artefacts
+        options.log_severity_level = 3  # warnings only, and those ONNX Runtime prints for fused initializers are noise
         self._session = ort.InferenceSession(str(self.export.path), options, providers=["CPUExecutionProvider"])
 
     @property
@@ -271,7 +174,7 @@ class OnnxRuntime:
         def run(passes: list[list[int]]) -> None:
             for chunk in passes:
                 width = lengths[chunk[0]]
-                feeds = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in _INPUTS}
+                feeds = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in INPUTS}
                 for row, i in enumerate(chunk):
                     e = encodings[i]
                     feeds["input_ids"][row, : lengths[i]] = e.ids

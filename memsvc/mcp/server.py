@@ -19,9 +19,9 @@ import anyio
 from google.protobuf import timestamp_pb2
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import AwareDatetime, BaseModel, Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memsvc import __version__
@@ -197,6 +197,45 @@ def tool_error(failure: CallFailed, address: str, renames: ArgumentNames = ()) -
     if failure.retry_after_s is not None:
         text += f" (retry after {failure.retry_after_s:g} s)"
     return ToolError(text)
+
+
+def schema_problems(error: ValidationError) -> str:
+    """Arguments that failed a tool's input schema, in the words the gRPC server uses for its own
+    checks (`limit: must be at least 1`), so a model reads every invalid argument the same way."""
+    problems = []
+    for problem in error.errors():
+        field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"]).lstrip(".")
+        problems.append(f"{field}: {_why(problem['type'], problem['msg'], problem.get('ctx') or {})}")
+    return "; ".join(problems)
+
+
+def _why(kind: str, message: str, ctx: Mapping[str, Any]) -> str:
+    bounds = {"greater_than_equal": "at least", "less_than_equal": "at most", "greater_than": "more than"}
+    if kind in bounds:
+        return f"must be {bounds[kind]} {next(iter(ctx.values()))}"
+    if kind == "less_than":
+        return f"must be less than {next(iter(ctx.values()))}"
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        choices = str(ctx.get("expected", "")).replace("' or '", ", ").replace("', '", ", ").strip("'")
+        return f"must be one of {choices}"
+    return message.replace("Input should be", "must be", 1).removeprefix("Value error, ")
+
+
+class MemoryToolServer(MCPServer[Any]):
+    """The SDK's server, whose schema errors read as the gRPC server's: `invalid argument: <field>: <why>`."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(f"invalid argument: {schema_problems(cause)}") from cause
 
 
 ApiKeyOf = Callable[[Context], str]
@@ -414,7 +453,7 @@ def _stamp(turn: Turn) -> timestamp_pb2.Timestamp | None:
 
 def build_server(gateway: MemoryGateway, api_key_of: ApiKeyOf) -> MCPServer:
     """The MCP server with the five memory tools."""
-    server: MCPServer = MCPServer("memsvc", version=__version__, instructions=INSTRUCTIONS)
+    server = MemoryToolServer("memsvc", version=__version__, instructions=INSTRUCTIONS)
     tools = Tools(gateway, api_key_of)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.add_tool(tools.remember, name="remember", annotations=ToolAnnotations(destructive_hint=False))

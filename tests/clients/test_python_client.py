@@ -266,6 +266,28 @@ def test_async_client(server: RunningServer) -> None:
 
 
 @pytest.mark.e2e
+def test_from_env_reads_the_settings_the_cli_reads(
+    server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("MEMSVC_ADDRESS", "MEMSVC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSVC_DATA_DIR", str(tmp_path / "elsewhere"))
+    with pytest.raises(ValueError, match="no API key: set MEMSVC_API_KEY"):
+        MemoryClient.from_env()
+    # A server's non-default listen address and data directory, as `memsvc serve` was given them.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "dev-api-key").write_text(server.api_key + "\n")
+    monkeypatch.setenv("MEMSVC_LISTEN", server.address)
+    with MemoryClient.from_env(timeout_s=30) as client:
+        stored = client.add("u-env", "I keep my passport in the blue drawer.")
+        assert client.get_memory("u-env", stored.id).content == stored.content
+    monkeypatch.setenv("MEMSVC_ADDRESS", "127.0.0.1:1")  # the CLI's own variable wins over the server's
+    with MemoryClient.from_env(timeout_s=5, retries=False) as client, pytest.raises(UnavailableError):
+        client.get_memory("u-env", stored.id)
+
+
+@pytest.mark.e2e
 def test_readme_example_runs(server: RunningServer, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     example = re.search(r"## Example\n.*?```python\n(.*?)```", README.read_text(), re.DOTALL)
     assert example is not None, "clients/python/README.md has no example"

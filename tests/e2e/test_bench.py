@@ -54,12 +54,21 @@ def test_bench_query_writes_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert "service / floor" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("named_by", ["--milvus-uri", "MEMSVC_MILVUS_URI"])
 def test_bench_query_on_a_milvus_server_records_the_engine_and_keeps_to_its_database(
-    milvus_server: MilvusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    named_by: str,
+    milvus_server: MilvusServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "query.json"
     argv = ["bench", "query", "--users", "2", "--memories-per-user", "20", "--queries", "20", "--floor-samples", "10"]
-    assert main([*argv, "--milvus-uri", milvus_server.uri, "--json", str(out)]) == 0
+    if named_by == "--milvus-uri":
+        argv += ["--milvus-uri", milvus_server.uri]
+    else:  # configured as for `memsvc serve`: the report names the server it ran on all the same
+        monkeypatch.setenv("MEMSVC_MILVUS_URI", milvus_server.uri)
+    assert main([*argv, "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert (data["engine"], data["milvus_uri"]) == ("milvus-server", milvus_server.uri)
     assert data["server_version"] and data["queries"] == 20 and data["errors"] == {}

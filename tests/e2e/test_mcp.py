@@ -136,9 +136,14 @@ async def bad_arguments_name_the_field(client: Client) -> None:
     assert "invalid argument: turns[0].content:" in await tool_error(
         client, "remember", user_id=user, session_id="s", turns=[{"content": ""}]
     )
-    # Checked by the tool's own input schema before any call.
-    assert "\nlimit\n" in await tool_error(client, "recall", user_id=user, query="anything", limit=0)
-    assert "\nmode\n" in await tool_error(client, "recall", user_id=user, query="anything", mode="fastest")
+    # Checked by the tool's own input schema before any call, and said the same way.
+    low = await tool_error(client, "recall", user_id=user, query="anything", limit=0)
+    assert low == "invalid argument: limit: must be at least 1", low
+    mode = await tool_error(client, "recall", user_id=user, query="anything", mode="fastest")
+    assert mode == "invalid argument: mode: must be one of direct, multi_query, fusion, applicability, agent, auto"
+    missing = await tool_error(client, "remember", user_id=user, session_id="s", turns=[{"role": "robot"}])
+    assert missing.startswith("invalid argument: turns[0].role: must be one of user, assistant, system; "), missing
+    assert "turns[0].content: is required" in missing and "pydantic" not in missing
     both = await tool_error(client, "remember", user_id=user, content="x", turns=[{"content": "y"}])
     assert "invalid argument: content, turns:" in both
     misplaced = await tool_error(client, "remember", user_id=user, session_id="s", turns=[{"content": "y"}], tags=["a"])

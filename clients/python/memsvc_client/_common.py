@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 import grpc
@@ -126,6 +128,24 @@ def credentials_of(tls: bool | grpc.ChannelCredentials) -> grpc.ChannelCredentia
     if tls is True:
         return grpc.ssl_channel_credentials()
     return tls
+
+
+def target_from_env(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The address and API key the `memsvc` command would use in this environment: MEMSVC_ADDRESS,
+    else MEMSVC_LISTEN, else 127.0.0.1:50051; MEMSVC_API_KEY, else the development key that
+    `memsvc serve` saved in MEMSVC_DATA_DIR (.memsvc, relative to the working directory)."""
+    address = environ.get("MEMSVC_ADDRESS") or environ.get("MEMSVC_LISTEN") or "127.0.0.1:50051"
+    api_key = environ.get("MEMSVC_API_KEY", "")
+    if not api_key:
+        path = Path(environ.get("MEMSVC_DATA_DIR") or ".memsvc") / "dev-api-key"
+        try:
+            api_key = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            raise ValueError(
+                f"no API key: set MEMSVC_API_KEY, or MEMSVC_DATA_DIR to the data directory of a server whose "
+                f"first start saved a development key ({path} does not exist)"
+            ) from None
+    return address, api_key
 
 
 def check_target(address: str, api_key: str) -> None:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 
@@ -45,6 +45,14 @@ class MemoryClient:
     ``write_stub``, ``query_stub``, ``channel`` and ``metadata`` are the escape hatch to the raw
     generated stubs: ``client.write_stub.GetMemory(request, metadata=client.metadata, timeout=5)``.
     """
+
+    @classmethod
+    def from_env(cls, **options: Any) -> Self:
+        """A client of the server the `memsvc` command would call in this environment (MEMSVC_ADDRESS
+        or MEMSVC_LISTEN, MEMSVC_API_KEY or the development key in MEMSVC_DATA_DIR); `options` are
+        the constructor's."""
+        address, api_key = _common.target_from_env()
+        return cls(address, api_key, **options)
 
     def __init__(
         self,

@@ -220,7 +220,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         3,
         (
-            # The memory lifecycle (issue 6): expiry, confirmation, score reasons, vitality from
+            # The memory lifecycle: expiry, confirmation, score reasons, vitality from
             # feedback; a version row per change (content sealed like the memory); the lease that
             # keeps two maintenance runs from overlapping; per-tenant usage percentiles.
             "ALTER TABLE memories ADD COLUMN expires_at REAL",
@@ -449,7 +449,7 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (
         3,
         (
-            # The memory lifecycle (issue 6): expiry, confirmation, score reasons, vitality from
+            # The memory lifecycle: expiry, confirmation, score reasons, vitality from
             # feedback; a version row per change (content sealed like the memory); the lease that
             # keeps two maintenance runs from overlapping; per-tenant usage percentiles.
             "ALTER TABLE memories ADD COLUMN expires_at DOUBLE PRECISION",

@@ -466,7 +466,7 @@ class MilvusVectorIndex:
         Milvus Lite, a second after the write. A Milvus server seals a segment on its own only
         once it holds 16 MB and idles for 10 minutes, or after a day, and a user's partition
         rarely grows that large, so its writes stay in growing segments, which cost each search
-        of the server 15-22 % more CPU (docs/performance.md, "Sealed segments"). There, after
+        of the server 15-22 % more CPU (docs/performance.md, "Design decisions"). There, after
         `seal_delay_s` (None: left to the server): a flush seals every partition of the
         collection at once, and Milvus's compaction merges the small segments it leaves."""
         delay_s = self._flush_delay_s if self._embedded else self._seal_delay_s

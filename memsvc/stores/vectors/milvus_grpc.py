@@ -4,7 +4,7 @@
 packs it back float by float, goes through its retry wrapper and builds a dict per hit. For the
 service's search (one vector, 50 ids) that cost the calling thread 1.7-1.8 ms of CPU on a slow
 machine, where the bare call on the same channel cost 0.6-0.8 ms and pymilvus's request builder
-alone 0.1 ms (docs/performance.md, "The Milvus search without pymilvus's layers").
+alone 0.1 ms (docs/performance.md, "Design decisions").
 
 So the index builds the same `SearchRequest` here (the vectors as their float32 bytes, which is
 how pymilvus packs them too), sends it on the client's own stub, whose channel carries the
