@@ -16,8 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKED = ("README.md", "docs", "memsvc", "clients", "proto", "deploy", "tools")
-# Built or installed here, never written by hand.
+# Built or installed here, never written by hand; or evaluation data (conversations and their dates).
 SKIPPED_DIRS = {"node_modules", "dist", "__pycache__", ".mypy_cache", ".ruff_cache"}
+SKIPPED_DATA = ("memsvc/bench/data",)
 BINARY_SUFFIXES = {".png", ".jpg", ".gif", ".so", ".pyc", ".onnx", ".npz", ".npy", ".whl", ".gz", ".zip"}
 
 _ORDINAL = (
@@ -79,6 +80,8 @@ def checked_files() -> Iterator[Path]:
             if not path.is_file() or path.suffix in BINARY_SUFFIXES:
                 continue
             if SKIPPED_DIRS.intersection(path.relative_to(REPO).parts):
+                continue
+            if path.relative_to(REPO).as_posix().startswith(SKIPPED_DATA):
                 continue
             yield path
 
