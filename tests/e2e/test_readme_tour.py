@@ -202,6 +202,8 @@ def test_first_start_says_what_matters_and_its_try_it_lines_work_in_a_new_shell(
 
 
 def test_every_command_of_the_readme_works_as_written(checkout: Path, grpcurl_on_path: str) -> None:
+    # `shell` blocks need files the reader supplies (the TLS certificates): tests/e2e/
+    # test_tls_clients.py runs the same commands with certificates it makes.
     readme = README.read_text(encoding="utf-8")
     shell = blocks(readme, "sh")
     tour = [code for section, code in shell if section == "A tour"]
