@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +36,16 @@ T = TypeVar("T")
 
 KINDS = ("MEMORY_KIND_FACT", "MEMORY_KIND_PREFERENCE", "MEMORY_KIND_EPISODE", "MEMORY_KIND_DECISION")
 QUERY_MODES = tuple(mode.value for mode in QueryMode)
+
+
+def parse_modes(text: str) -> list[str] | None:
+    """A `--modes` comma list, lower-cased; None (after saying why) when it names an unknown mode."""
+    modes = [m.strip().lower() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in QUERY_MODES]
+    if unknown:
+        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(QUERY_MODES)}", file=sys.stderr)
+        return None
+    return modes
 
 
 def machine() -> dict[str, Any]:

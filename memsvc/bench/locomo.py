@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memsvc.bench.harness import QUERY_MODES, BenchServer, percentile
+from memsvc.bench.harness import QUERY_MODES, BenchServer, parse_modes, percentile
 from memsvc.domain.models import spoken_text
 from memsvc.llm.text import estimate_tokens
 
@@ -490,10 +490,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    modes = [m.strip().lower() for m in str(args.modes).split(",") if m.strip()]
-    unknown = [m for m in modes if m not in QUERY_MODES]
-    if unknown:
-        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(QUERY_MODES)}", file=sys.stderr)
+    modes = parse_modes(str(args.modes))
+    if modes is None:
         return 2
     conversations = load_conversations(args.data, args.limit_conversations)
     if not conversations:

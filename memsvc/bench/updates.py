@@ -30,7 +30,6 @@ import itertools
 import json
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from memsvc.bench.harness import QUERY_MODES, BenchServer
+from memsvc.bench.harness import QUERY_MODES, BenchServer, parse_modes
 
 DEFAULT_MODES = ("direct", "applicability", "auto")
 LIMIT = 10
@@ -385,10 +384,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from memsvc.api.client import MemoryClient
 
-    modes = [m.strip().lower() for m in str(args.modes).split(",") if m.strip()]
-    unknown = [m for m in modes if m not in QUERY_MODES]
-    if unknown:
-        print(f"unknown mode(s): {', '.join(unknown)}; choose from {', '.join(QUERY_MODES)}", file=sys.stderr)
+    modes = parse_modes(str(args.modes))
+    if modes is None:
         return 2
     stories = load_stories(args.stories or bundled("updates.json"))
     store = Path(tempfile.mkdtemp(prefix="memsvc-updates-")) / "data"

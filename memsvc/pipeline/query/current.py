@@ -90,16 +90,16 @@ class CurrentTruth:
         if len({r.memory.created_at for r in statements}) < 2:
             return results
         vectors = await self._vectors(plan, [r.memory.id for r in statements], deadline)
-        replaced = self._replaced(plan.query, [r for r in statements if r.memory.id in vectors], vectors)
+        # Whether each statement can be what holds now (not a one-off, someone else's news, ...).
+        holds = {r.memory.id: replaces_what_held(_stated(r), plan.query) for r in statements}
+        replaced = self._replaced([r for r in statements if r.memory.id in vectors], vectors, holds)
         oldest = min(r.memory.created_at for r in results)
         span = max(r.memory.created_at for r in results) - oldest or 1.0
         out = []
         for r in results:
             # The newest of the answers weighs the most, the oldest 1 / (1 + NEWER_BY) as much;
             # what cannot hold now (a one-off, someone else's news, ...) weighs as the oldest.
-            newer = (r.memory.created_at - oldest) / span
-            if newer and not (_statement(r) and replaces_what_held(_stated(r), plan.query)):
-                newer = 0.0
+            newer = (r.memory.created_at - oldest) / span if holds.get(r.memory.id) else 0.0
             currency = (1 + self._newer_by * newer) / (1 + self._newer_by)
             if r.memory.id in replaced:
                 currency *= self._replaced_currency
@@ -115,11 +115,12 @@ class CurrentTruth:
             out.append(r)
         return sorted(out, key=lambda r: -r.score)  # stable: ties keep their order
 
-    def _replaced(self, question: str, statements: Sequence[RankedMemory], vectors: dict[str, Vector]) -> set[str]:
-        """The ids of the statements a newer one of the same speaker replaces."""
+    def _replaced(
+        self, statements: Sequence[RankedMemory], vectors: dict[str, Vector], holds: dict[str, bool]
+    ) -> set[str]:
+        """The ids of the statements a newer one of the same speaker, which can hold now, replaces."""
         unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
         replaced: set[str] = set()
-        holds: dict[str, bool] = {}
         for a, b in itertools.combinations(statements, 2):
             older, newer = (a, b) if a.memory.created_at < b.memory.created_at else (b, a)
             if older.memory.created_at == newer.memory.created_at:
@@ -130,8 +131,6 @@ class CurrentTruth:
                 continue
             if newer.breakdown.relevance < AS_RELEVANT * older.breakdown.relevance:
                 continue
-            if newer.memory.id not in holds:
-                holds[newer.memory.id] = replaces_what_held(_stated(newer), question)
             if not holds[newer.memory.id]:
                 continue
             # The newer one words a change, or states another value of what the older states.

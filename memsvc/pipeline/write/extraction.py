@@ -19,7 +19,6 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, Role, SpokenTurn
 from memsvc.llm.dates import resolve_date_phrase
 from memsvc.llm.text import sentences
-from memsvc.pipeline.write.facts import Claim, extract_claims
 from memsvc.pipeline.write.instructions import instruction_of
 from memsvc.pipeline.write.third_person import as_said_by
 
@@ -203,10 +202,16 @@ def kind_of(content: str, role: Role) -> MemoryKind:
     return MemoryKind.FACT
 
 
+# A short lead before the statement proper ("Big news, I moved to Manchester", "Quick update:
+# my rent went up"): what follows it is what the rules read.
+_CLAUSE_LEAD = re.compile(r"^(?:[\w'-]+\s+){0,3}?[\w'-]+[,:;\u2013\u2014-]\s+(?=(?:I|I'm|I've|my|My)\b)")
+
+
 def _sentences(content: str) -> list[str]:
     out = []
     for raw in sentences(content):
         sentence = _LEAD.sub("", raw).strip()
+        sentence = _CLAUSE_LEAD.sub("", sentence)
         if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
             sentence = sentence[0].upper() + sentence[1:]
         out.append(sentence)
@@ -226,20 +231,6 @@ def _statement(sentence: str) -> bool:
     )
 
 
-# What a person has one of at a time, and changes: where they live and work, their job,
-# partner, marital status and diet.
-_ONE_AT_A_TIME = frozenset({"residence", "employer", "occupation", "partner", "marital status", "diet"})
-
-
-def _changeable(claim: Claim) -> bool:
-    """A claim of the speaker's that a later statement may change: one value at a time (where
-    they live, a quantity, a schedule) or a change itself. Such sentences are extracted even
-    where no other rule extracts them, so that supersession has a memory to work on."""
-    return claim.subject == "user" and (
-        claim.changed or claim.attribute in _ONE_AT_A_TIME or claim.attribute.startswith(("amount of", "time of"))
-    )
-
-
 def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
     """What the rules find in one turn; `addressee` is who the turn answers (for advice): a
     named person, or "" for the assistant of a user talking to one."""
@@ -256,8 +247,6 @@ def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
         if not _statement(sentence):
             continue
         kind = next((k for pattern, k in _RULES if pattern.search(sentence)), None)
-        if kind is None and any(_changeable(c) for c in extract_claims(sentence)):
-            kind = MemoryKind.FACT  # "My rent is $1,950.", "I quit smoking": what a later statement updates
         if kind is None and _EVENT.search(sentence) and resolve_date_phrase(sentence, turn.at) is not None:
             kind = MemoryKind.EPISODE  # what happened when: worth it only with a date to resolve
         if kind is not None:

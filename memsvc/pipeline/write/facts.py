@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lemminflect import getAllLemmas
 
@@ -303,8 +303,9 @@ class Claim:
     # A relation that holds of several values at once ("I drink coffee", "I play tennis"): a new
     # value replaces an old one only when its sentence words a change ("now", "switched to").
     several: bool = False
-    # The sentence words a change: "now", "no longer", "anymore", "switched", "quit", ...
-    changed: bool = False
+    # The sentence words a change: "now", "no longer", "anymore", "switched", "quit", ... (how it
+    # was said, not what: two claims that differ only here are the same claim).
+    changed: bool = field(default=False, compare=False)
 
 
 def content_terms(text: str) -> set[str]:
@@ -398,7 +399,8 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
             if not value or value in _NOT_A_VALUE.get(rule.attribute, ()):
                 continue
             negated = bool(m.groupdict().get("neg")) or rule.negative
-            yield Claim(_normalise_subject(m.group("subject")), rule.attribute, value, negated)
+            changed = bool(_CHANGE_WORDS.search(sentence))
+            yield Claim(_normalise_subject(m.group("subject")), rule.attribute, value, negated, changed=changed)
     for m in _FAVOURITE.finditer(sentence, lowered):
         value = _clean_value(m.group("value"))
         if value:
