@@ -44,6 +44,8 @@ REPLACED_CURRENCY = 0.5
 # oldest: answers that match it about as well are ordered newest first, while one that matches
 # it clearly better keeps its place.
 NEWER_BY = 0.3
+# ... over this much time between them, or in proportion over less.
+NEWER_OVER_S = 7 * 86_400.0
 
 
 def _statement(r: RankedMemory) -> bool:
@@ -94,13 +96,15 @@ class CurrentTruth:
         holds = {r.memory.id: replaces_what_held(_stated(r), plan.query) for r in statements}
         replaced = self._replaced([r for r in statements if r.memory.id in vectors], vectors, holds)
         oldest = min(r.memory.created_at for r in results)
-        span = max(r.memory.created_at for r in results) - oldest or 1.0
+        # Statements a few days apart are one time; the full weight takes a week or more.
+        span = max(max(r.memory.created_at for r in results) - oldest, NEWER_OVER_S)
+        # The newest of the answers weighs the most, the oldest up to 1 / (1 + NEWER_BY) as much;
+        # what cannot hold now (a one-off, someone else's news, ...) weighs as the oldest.
+        newer = {r.memory.id: (r.memory.created_at - oldest) / span if holds.get(r.memory.id) else 0.0 for r in results}
+        newest = 1 + self._newer_by * max(newer.values())
         out = []
         for r in results:
-            # The newest of the answers weighs the most, the oldest 1 / (1 + NEWER_BY) as much;
-            # what cannot hold now (a one-off, someone else's news, ...) weighs as the oldest.
-            newer = (r.memory.created_at - oldest) / span if holds.get(r.memory.id) else 0.0
-            currency = (1 + self._newer_by * newer) / (1 + self._newer_by)
+            currency = (1 + self._newer_by * newer[r.memory.id]) / newest
             if r.memory.id in replaced:
                 currency *= self._replaced_currency
             currency *= r.breakdown.currency
