@@ -80,7 +80,18 @@ _PERSON_SUBJECT = re.compile(
 )
 
 
+# Something of the speaker's changed by someone else: "they raised it to £38", "she moved my
+# lesson to Thursday", "the landlord put up the rent".
+_CHANGED_FOR_THEM = re.compile(
+    r"\b(?:they|he|she|it)\s+(?:\w+\s+)?(?:raised|increased|hiked|upped|bumped|put up|cut|lowered|reduced|changed|"
+    r"moved|switched|cancell?ed|rescheduled|pushed)\s+(?:my|our|it|me|us)\b",
+    re.IGNORECASE,
+)
+
+
 def _changes(clause: str, about_the_speaker: bool) -> bool:
+    if _CHANGED_FOR_THEM.search(clause):
+        return not any(p.search(clause) for p in (_HYPOTHETICAL, _PAST_RETOLD))
     if not _CHANGE.search(clause):
         return False
     if not (_FIRST_PERSON.search(clause) or about_the_speaker):
@@ -115,6 +126,28 @@ _NOT_NAMES = frozenset(
 )
 # A sentence this short says too little to hold a fact ("Miso!", "So hard.").
 _MIN_STATEMENT_WORDS = 3
+# A question typed without its question mark ("how cold is the lake in summer though").
+_ASKS = re.compile(
+    r"^(?:\w+,?\s+)?(?:what|which|who|whom|where|when|why|how|can|could|would|will|should|shall|is|are|do|does|did|"
+    r"any|anything|anywhere)\b",
+    re.IGNORECASE,
+)
+
+
+def _stated_sentences(text: str) -> list[str]:
+    """The sentences of `text` that state something: not questions, not a word or two."""
+    return [
+        s
+        for s in sentences(text)
+        if not s.endswith("?") and not _ASKS.match(s) and len(s.split()) >= _MIN_STATEMENT_WORDS
+    ]
+
+
+def tells_the_past(text: str) -> bool:
+    """Whether all `text` states is told as the past ("back when I lived in Oslo I swam every
+    morning", "I used to smoke"): history, not what holds now."""
+    stated = _stated_sentences(text)
+    return bool(stated) and all(_PAST_RETOLD.search(s) for s in stated)
 
 
 def replaces_what_held(text: str, question: str = "") -> bool:
@@ -125,9 +158,7 @@ def replaces_what_held(text: str, question: str = "") -> bool:
     "my sister moved to Denver" does not answer "Where do I live?")."""
     asked = question.lower()
     excluded = (_ADDITION, _ONE_OFF, _HYPOTHETICAL, _PAST_RETOLD)
-    for sentence in sentences(text):
-        if sentence.endswith("?") or len(sentence.split()) < _MIN_STATEMENT_WORDS:
-            continue
+    for sentence in _stated_sentences(text):
         if any(p.search(sentence) for p in excluded):
             continue
         for clause in _CLAUSE_BREAK.split(sentence):

@@ -22,7 +22,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryKind, RankedMemory, Role
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
-from memsvc.llm.changes import replaces_what_held, states_a_change
+from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
@@ -36,7 +36,7 @@ SAME_THING_COSINE = 0.3
 # ... and the newer answers the question about as well as the older (its relevance at least
 # this share of the older's): a kitten adopted later does not answer "what breed is my dog?"
 # as the dog's own mention does, though both are about pets.
-AS_RELEVANT = 0.8
+AS_RELEVANT = 0.4
 # The currency of a statement a newer one replaces: half, as the query alone judged it (the write
 # path's marks, which saw the change stated, weigh more: rank.OUTDATED_CURRENCY).
 REPLACED_CURRENCY = 0.5
@@ -61,14 +61,18 @@ def _same_speaker(a: RankedMemory, b: RankedMemory) -> bool:
     return a.memory.kind is summary or b.memory.kind is summary or a.memory.speaker_name == b.memory.speaker_name
 
 
-def _stated(r: RankedMemory) -> str:
-    """What a statement says: a summary's quotes of the user's turns, without its heading and
-    the speakers' names ("Jordan: My rent is $1,950." -> "My rent is $1,950.")."""
+def _said(r: RankedMemory) -> list[str]:
+    """What a statement says: a turn or a memory as it is, a summary's quotes of the user's turns
+    each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.")."""
     m = r.memory
     if m.kind is not MemoryKind.SUMMARY:
-        return m.content
+        return [m.content]
     quotes = [line.split(": ", 1) for line in m.content.splitlines()[1:]]
-    return " ".join(said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value)
+    return [said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value] or [""]
+
+
+def _stated(r: RankedMemory) -> str:
+    return " ".join(_said(r))
 
 
 class CurrentTruth:
@@ -92,8 +96,11 @@ class CurrentTruth:
         if len({r.memory.created_at for r in statements}) < 2:
             return results
         vectors = await self._vectors(plan, [r.memory.id for r in statements], deadline)
-        # Whether each statement can be what holds now (not a one-off, someone else's news, ...).
-        holds = {r.memory.id: replaces_what_held(_stated(r), plan.query) for r in statements}
+        # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
+        # a summary only when every quote of the user's can.
+        holds = {r.memory.id: all(replaces_what_held(said, plan.query) for said in _said(r)) for r in statements}
+        # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory.
+        history = {r.memory.id for r in statements if tells_the_past(_stated(r))}
         replaced = self._replaced([r for r in statements if r.memory.id in vectors], vectors, holds)
         oldest = min(r.memory.created_at for r in results)
         # Statements a few days apart are one time; the full weight takes a week or more.
@@ -105,7 +112,7 @@ class CurrentTruth:
         out = []
         for r in results:
             currency = (1 + self._newer_by * newer[r.memory.id]) / newest
-            if r.memory.id in replaced:
+            if r.memory.id in replaced or r.memory.id in history:
                 currency *= self._replaced_currency
             currency *= r.breakdown.currency
             r = RankedMemory(
