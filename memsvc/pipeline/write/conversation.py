@@ -1,7 +1,7 @@
 """AddConversation: a session's turns in, what is worth remembering out.
 
 Every turn is stored as evidence (an EPISODE memory keyed by its index in the session, so a
-resent turn is stored once). Its lexical index text carries the turn it answers and its date,
+resent turn is stored once). Its lexical index text carries the question it answers and its date,
 while its content and vector stay the bare turn: measured in docs/retrieval.md, context helps
 BM25 find a reply ("Luna and Oliver!") by the question's words but dilutes the embedding.
 """
@@ -57,9 +57,16 @@ def date_in_words(at: float) -> str:
 
 
 def turn_index_text(turn: SpokenTurn, at: float, previous: SpokenTurn | None) -> str:
-    """The lexical index text of a turn: the turn it answers, the turn, the day it was said."""
+    """The lexical index text of a turn: the question it answers, the turn, the day it was said.
+
+    Only a question's words: a reply is found by what it was asked ("Luna and Oliver!" by "what
+    are your pets called?"), while a turn that follows a statement reacts to it, and with the
+    statement's words it would be found for it too ("Good to know!" for where the user lives).
+    LoCoMo dev R@7 / multi-hop, APPLICABILITY 0.755 / 0.502 -> 0.750 / 0.519, DIRECT 0.731 /
+    0.452 -> 0.733 / 0.466; filler in bench updates' DIRECT answers 0.091 -> 0.080.
+    """
     lines = []
-    if previous is not None:
+    if previous is not None and "?" in previous.content:
         lines.append(
             f"{speaker_label(previous.role.value, previous.speaker_name)}: {previous.content[:_CONTEXT_CHARS]}"
         )
