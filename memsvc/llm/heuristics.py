@@ -63,7 +63,12 @@ def asks_about_the_present(query: str) -> bool:
         return False
     if _PRESENT_CUE.search(query):
         return True
-    return bool(_FIRST_PERSON.search(query) and _PRESENT_VERB.search(query)) and not _PAST_VERB.search(query)
+    return bool(_FIRST_PERSON.search(query)) and in_the_present_tense(query)
+
+
+def in_the_present_tense(query: str) -> bool:
+    """Whether `query` is asked in the present tense ("What food is Mila on?"), whoever it is about."""
+    return bool(_PRESENT_VERB.search(query)) and not _PAST_VERB.search(query) and not asks_about_the_past(query)
 
 
 # Cues of a multi-hop question: an entity described by a relation to another one.

@@ -113,7 +113,9 @@ _PRONOUN_ONLY = re.compile(r"\b(?:it|that|this|they|them|he|she|him|her|those|th
 # A question whose answer gathers several things, often said at different times: "what has she
 # painted?", "where has he camped?", "how many times...", "what events has she been to?".
 _LIST_INTENT = _rx(
-    r"\b(?:list|all|every|everything|each)\b",
+    # "each" and "every" gather, unless they say how often ("each week", "every morning").
+    r"\b(?:list|all|everything)\b|\b(?:every|each)\b(?!\s+(?:day|week|month|year|morning|evening|night|"
+    r"weekend|weekday|time|other|few)s?\b)",
     r"\bwhat (?:are|were) (?:some|the)\b",
     r"\bwhat (?:kinds?|types?|things|activities|hobbies|books|places)\b",
     r"\bwhich \w+s\b",

@@ -1,6 +1,10 @@
 """Stage 5b, the current truth: of results that answer the same question about the present, the
 newest statement wins.
 
+A question about the present says so ("now", "these days"), or asks in the present tense about
+the user or something of theirs ("Where do I live?", "What food is Mila on?"); one that names a
+participant of the conversation ("What is Caroline's job?") tells a story instead.
+
 A user says where they live, and months later that they moved. Asked where they live now, both
 statements match the question; nothing in their words says which is current unless the write
 path caught the change (Memory.outdated). So, for a question about the present that is not a
@@ -23,6 +27,7 @@ from memsvc.domain.models import MemoryKind, RankedMemory, Role
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
+from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
@@ -61,6 +66,13 @@ def _same_speaker(a: RankedMemory, b: RankedMemory) -> bool:
     return a.memory.kind is summary or b.memory.kind is summary or a.memory.speaker_name == b.memory.speaker_name
 
 
+def _names_a_speaker(question: str, results: Sequence[RankedMemory]) -> bool:
+    """Whether `question` names a speaker of the results: a question about a participant of a
+    conversation ("What is Caroline's job?"), whose present tense tells a story, not a state."""
+    words = {w.strip("?.,!'").lower().removesuffix("'s") for w in question.split()}
+    return any(r.memory.speaker_name and r.memory.speaker_name.split()[0].lower() in words for r in results)
+
+
 def _said(r: RankedMemory) -> list[str]:
     """What a statement says: a turn or a memory as it is, a summary's quotes of the user's turns
     each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.")."""
@@ -90,7 +102,9 @@ class CurrentTruth:
 
     async def run(self, plan: QueryPlan, results: list[RankedMemory], deadline: Deadline) -> list[RankedMemory]:
         """`results` (best first), each older statement that a newer one replaces given way."""
-        if not plan.about_the_present or detect_needs(plan.query).list_intent:
+        if detect_needs(plan.query).list_intent or not (
+            plan.about_the_present or (in_the_present_tense(plan.query) and not _names_a_speaker(plan.query, results))
+        ):
             return results
         statements = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
         if len({r.memory.created_at for r in statements}) < 2:
