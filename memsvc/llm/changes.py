@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from lemminflect import getAllLemmas
+
 from memsvc.llm.text import sentences
 
 # Wording that says what held before no longer does.
@@ -124,6 +126,17 @@ _NOT_NAMES = frozenset(
     also just now then today
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
+
+
+def _name(word: str) -> str:
+    """`word`, a capitalised word that opens a clause, if it can be a name: not a word that is
+    a verb, an adverb or an adjective ("Feeling great", "Honestly, ..."), nor a function word."""
+    readings = getAllLemmas(word.lower())
+    if word.lower() in _NOT_NAMES or {"VERB", "AUX", "ADV", "ADJ"} & set(readings):
+        return ""
+    return word
+
+
 # A sentence this short says too little to hold a fact ("Miso!", "So hard.").
 _MIN_STATEMENT_WORDS = 3
 # A question typed without its question mark ("how cold is the lake in summer though").
@@ -141,6 +154,11 @@ def _stated_sentences(text: str) -> list[str]:
         for s in sentences(text)
         if not s.endswith("?") and not _ASKS.match(s) and len(s.split()) >= _MIN_STATEMENT_WORDS
     ]
+
+
+def states_something(text: str) -> bool:
+    """Whether `text` has a sentence that states something (not a question, not a word or two)."""
+    return bool(_stated_sentences(text))
 
 
 def tells_the_past(text: str) -> bool:
@@ -163,10 +181,10 @@ def replaces_what_held(text: str, question: str = "") -> bool:
             continue
         for clause in _CLAUSE_BREAK.split(sentence):
             person = _PERSON_SUBJECT.search(clause.strip())
-            named = "" if person is None else (person.group("person") or person.group("name") or "").lower()
+            named = "" if person is None else (person.group("person") or _name(person.group("name") or "")).lower()
             if person is not None and person.group("pronoun"):
                 continue  # somebody else, unnamed: whose news it is, the question cannot tell
-            if named and named not in _NOT_NAMES and named not in asked:
+            if named and named not in asked:
                 continue
             if clause.strip():
                 return True

@@ -26,7 +26,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryKind, RankedMemory, Role
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
-from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
+from memsvc.llm.changes import replaces_what_held, states_a_change, states_something, tells_the_past
 from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
@@ -83,6 +83,11 @@ def _said(r: RankedMemory) -> list[str]:
     return [said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value] or [""]
 
 
+def _can_hold(r: RankedMemory, question: str) -> bool:
+    stated = [said for said in _said(r) if states_something(said)]
+    return bool(stated) and all(replaces_what_held(said, question) for said in stated)
+
+
 def _stated(r: RankedMemory) -> str:
     return " ".join(_said(r))
 
@@ -111,8 +116,8 @@ class CurrentTruth:
             return results
         vectors = await self._vectors(plan, [r.memory.id for r in statements], deadline)
         # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
-        # a summary only when every quote of the user's can.
-        holds = {r.memory.id: all(replaces_what_held(said, plan.query) for said in _said(r)) for r in statements}
+        # a summary only when every quote of the user's that states something can.
+        holds = {r.memory.id: _can_hold(r, plan.query) for r in statements}
         # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory.
         history = {r.memory.id for r in statements if tells_the_past(_stated(r))}
         replaced = self._replaced([r for r in statements if r.memory.id in vectors], vectors, holds)
