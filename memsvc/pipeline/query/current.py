@@ -33,14 +33,16 @@ from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.stores.vectors.base import VectorIndex
 
-# Two statements of one speaker at least this close (cosine of their vectors) say something
+# Two statements of one speaker at least this close (cosine of their vectors) may say something
 # about the same thing: on the update stories of memsvc/bench/data, the statement before a
 # change and the one that changed it have a median cosine of 0.42 (a tenth of the pairs below
-# 0.28), a statement and the speaker's other turns a median of 0.09 (nine tenths below 0.26).
-SAME_THING_COSINE = 0.3
-# ... and the newer answers the question about as well as the older (its relevance at least
-# this share of the older's): a kitten adopted later does not answer "what breed is my dog?"
-# as the dog's own mention does, though both are about pets.
+# 0.28), a statement and the speaker's other turns a median of 0.09. Loose, because the newer
+# must also word a change or state another value of a claim of the older's.
+SAME_THING_COSINE = 0.2
+# ... and the newer answers the question well enough (its relevance at least this share of the
+# older's): a kitten adopted later does not answer "what breed is my dog?" as the dog's own
+# mention does, though both are about pets; a change often leaves the subject unsaid ("I
+# switched to her Saturday session" for "when is my yoga class?").
 AS_RELEVANT = 0.4
 # The currency of a statement a newer one replaces: half, as the query alone judged it (the write
 # path's marks, which saw the change stated, weigh more: rank.OUTDATED_CURRENCY).
