@@ -272,3 +272,12 @@ def test_a_decision_about_a_memory_not_shown_or_a_failed_call_touches_no_stored_
     untouched = s.writes.GetMemory(write_service_pb2.GetMemoryRequest(user_id="ivy", id=other.id), metadata=s.md)
     assert untouched.memory.retention_status == memory_pb2.RETENTION_STATUS_ACTIVE
     assert untouched.memory.confirmation_count == 1
+
+
+def test_a_later_turn_of_the_same_call_that_changes_a_fact_is_the_current_one(server: RunningServer) -> None:
+    turns = said(JAN_2025, user("I live in Leeds."), user("Actually, I moved to York last week."))
+    response = add_conversation(server, "jo", "s1", turns)
+    assert len(response.turns) == 2  # both kept, as said
+    answer = ask(server, "jo", "Where do I live?")
+    york, leeds = first_at(answer, "York"), first_at(answer, "Leeds")
+    assert york == 0 and (leeds is None or leeds > york), [r.memory.content for r in answer.memories]
