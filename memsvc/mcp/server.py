@@ -38,7 +38,7 @@ INSTRUCTIONS = (
     "by `user_id`; which organisation's memories you reach is fixed by the API key."
 )
 
-Kind = Literal["fact", "preference", "episode", "decision", "summary", "recommendation", "commitment"]
+Kind = Literal["fact", "preference", "episode", "decision", "summary", "recommendation", "commitment", "instruction"]
 Speaker = Literal["user", "assistant", "system"]
 Mode = Literal["direct", "multi_query", "fusion", "applicability", "agent", "auto"]
 
@@ -298,7 +298,8 @@ class Tools:
             int, Field(ge=0, description="With turns: the index in the session of the first turn given.")
         ] = 0,
         kind: Annotated[
-            Kind | None, Field(description="With content: what sort of knowledge it is; a fact when absent.")
+            Kind | None,
+            Field(description="With content: what sort of knowledge it is; classified from its words when absent."),
         ] = None,
         tags: Annotated[list[str] | None, Field(description="With content: labels for filtering.")] = None,
         importance: Annotated[
@@ -340,7 +341,7 @@ class Tools:
                 key,
                 user_id,
                 content or "",
-                f"MEMORY_KIND_{(kind or 'fact').upper()}",
+                f"MEMORY_KIND_{kind.upper()}" if kind else "MEMORY_KIND_UNSPECIFIED",
                 tags or [],
                 session_id,
                 importance,

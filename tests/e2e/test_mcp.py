@@ -106,6 +106,12 @@ async def remember_recall_and_isolation(client: Client) -> None:
     bobs = await call(client, "recall", user_id=bob, query="which seat do I like on planes?")
     assert [m["content"] for m in bobs["memories"]] == ["I prefer aisle seats when I fly"]
 
+    # How the user wants to be answered comes with every recall, whatever it is about.
+    await call(client, "remember", user_id=bob, content="Please always answer in German.")
+    contract = await call(client, "recall", user_id=bob, query="what is my dog called?")
+    assert contract["context"].startswith("How the user wants you to behave:")
+    assert "answer in German" in contract["context"]
+
     listed = await call(client, "list", user_id=alice, page_size=100)
     assert seat["id"] in [m["id"] for m in listed["memories"]]
     assert "I prefer aisle seats when I fly" not in [m["content"] for m in listed["memories"]]
