@@ -90,8 +90,6 @@ class AddResult:
     outcome: WriteOutcome
     reason: str = ""
     superseded_ids: tuple[str, ...] = ()
-    # The vector a new memory was indexed with (None when nothing new was stored).
-    vector: Vector | None = None
 
 
 @dataclass(frozen=True)
@@ -329,7 +327,7 @@ class WritePath:
             reason = f"contradicts and supersedes {', '.join(superseded)}" if superseded else ""
             if row.retention_status is RetentionStatus.SUPERSEDED:
                 reason = f"older than memory {row.superseded_by}, which it contradicts; stored as superseded history"
-            results[k] = AddResult(memories[k], True, WriteOutcome.CREATED, reason, superseded, draft.vector)
+            results[k] = AddResult(memories[k], True, WriteOutcome.CREATED, reason, superseded)
         out: list[AddResult] = []
         for k, draft in enumerate(drafts):
             if draft.result is not None:
