@@ -8,8 +8,9 @@ Two shapes are told apart by rules:
   or two echoing the turn it answers ("Berlin, nice!") or naming its speaker;
 - a short reply led by a reaction ("Congrats on the promotion!", "Oof, that's a big jump.") that
   says nothing of its speaker's own (no "I", "we"), names nobody new and holds no number;
-- an assistant's remark of a few words on what the user just said ("Easy win.", "A classic.")
-  that neither asks nor advises.
+- an assistant's remark of a few words on what the user just told it, not asked ("Easy win.",
+  "Cheaper than a new bike!", "I'm really sorry. That's hard.") that neither asks nor advises:
+  the assistant's own feelings are no fact about the user.
 
 A user who answers the assistant in the assistant's own words is choosing ("pinot noir it
 is"), not echoing, and whoever answers a question answers it, however short ("Nope!",
@@ -20,6 +21,8 @@ states something too.
 from __future__ import annotations
 
 import re
+
+from lemminflect import getAllLemmas
 
 from memsvc.domain.models import Role
 from memsvc.llm.text import STOPWORDS, named_entities, normalise, sentences, tokens
@@ -35,8 +38,8 @@ _INTERJECTIONS = frozenset(
 )
 _COURTESIES = frozenset(
     """
-    thanks thank thx ty tysm u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
-    later night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
+    thanks thank thx ty tysm ta u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
+    later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
     fun wishes wish hope hoping xoxo safe travels
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
@@ -69,9 +72,14 @@ _REACTION_NOUNS = frozenset(
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
 _DIGIT = re.compile(r"\d")
-_VOCATIVE = re.compile(r",\s+([A-Z][\w'.-]*)\s*[!.?]+(?:\s|$)")
+# Whoever a reply calls by name, title and all, at a sentence's end ("Happy running, Dr. Okafor.").
+_VOCATIVE = re.compile(r",\s+((?:[A-Z][\w'.-]*\s+){0,2}[A-Z][\w'.-]*)\s*[!.?]+(?:\s|$)")
 # The speaker saying something of their own.
 _OWN = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|mine|we|we're|we've|our)\b", re.IGNORECASE)
+# How an assistant says what it feels about the news ("I'm so sorry", "I am glad"): courtesy.
+_FEELING = re.compile(
+    r"\bI(?:'m|\u2019m| am)\s+(?:\w+\s+)?(?:sorry|glad|happy|thrilled|delighted|pleased)\b", re.IGNORECASE
+)
 # A reaction names what it reacts to in a word or two ("Berlin, nice!", "Congrats on the new
 # job!"); a turn that takes up more of the other's words says something about them.
 _MAX_ECHOES = 2
@@ -83,6 +91,11 @@ _MAX_REMARK_WORDS = 8
 _WH = re.compile(r"\b(?:what|which|who|whom|whose|where|when|why|how)\b", re.IGNORECASE)
 # A question typed without its question mark ("what's a good soup").
 _WH_LEAD = re.compile(r"^(?:what|which|who|where|when|why|how)(?:'s|\b)", re.IGNORECASE)
+# A request without a question mark ("recommend a book", "give me a word for happy"): what
+# follows answers it.
+_REQUEST = re.compile(
+    r"\b(?:recommend|suggest|tell|give|find|name|list|show|explain|translate|remind|any)\b", re.IGNORECASE
+)
 # Words that open advice ("Try the blue one."): an assistant's recommendation, however short.
 _ADVICE_LEAD = re.compile(
     r"^(?:try|consider|use|take|get|make|add|avoid|keep|check|look|go|start|stop|remember|don't|do|book|call|ask|"
@@ -109,8 +122,9 @@ def is_acknowledgement(
     asked = "?" in answered and role is not Role.ASSISTANT
     echoed = set(stems(answered)) | {normalise(w) for w in addressee.split()}
     # Whoever a reply calls by name at a sentence's end ("Congratulations, Mrs!") is addressed.
-    vocatives = {normalise(m.group(1)) for m in _VOCATIVE.finditer(text)}
-    names = {normalise(w) for e in named_entities(text) for w in e.split()} - _PHATIC - _ASSENT - STOPWORDS - vocatives
+    vocatives = {normalise(w.rstrip(".")) for m in _VOCATIVE.finditer(text) for w in m.group(1).split()}
+    names = {normalise(w) for e in named_entities(text) if _may_name(e, text) for w in e.split()}
+    names -= _PHATIC | _ASSENT | STOPWORDS | vocatives
     if {n for n in names if not set(stems(n)) <= echoed}:
         return False  # it names somebody or something new
     choosing = role is Role.USER and answered_role is Role.ASSISTANT
@@ -143,13 +157,49 @@ def is_acknowledgement(
     if asked or choosing:
         return False  # a reply naming anything answers or chooses ("pinot noir it is")
     words = len(text.split())
-    if _OWN.search(text):
+    remark = role is Role.ASSISTANT and answered_role is Role.USER
+    if _OWN.search(_FEELING.sub("", text) if remark else text):
+        return False
+    if role is Role.ASSISTANT and _advises(text):
         return False
     if led and len(other) <= _MAX_OTHER_WORDS and words <= _MAX_REACTION_WORDS:
         return True
+    # The assistant remarking on what it was told, not asked for, states nothing of the user's.
+    told = not ("?" in answered or _WH_LEAD.match(answered.strip()) or _REQUEST.search(answered))
     return (
-        role is Role.ASSISTANT
-        and words <= _MAX_REMARK_WORDS
-        and len(other) <= _MAX_OTHER_WORDS
-        and not _ADVICE_LEAD.search(text.strip())
+        role is Role.ASSISTANT and words <= _MAX_REMARK_WORDS and (len(other) <= _MAX_OTHER_WORDS or (remark and told))
     )
+
+
+_CLAUSE = re.compile(r"[^;:,.!?]+")
+
+
+def _advises(text: str) -> bool:
+    """Whether `text` gives advice: it opens with an advising phrase, or a clause of it opens with a
+    verb in its base form and a function word and names something ("Cheap fix; replace them before
+    the test.", "Serve with rice."), unlike a courtesy ("Have a great day!", "Take care")."""
+    if _ADVICE_LEAD.search(text.strip()) and not _courtesy(text):
+        return True
+    for clause in _CLAUSE.findall(text):
+        words = [w.lower().strip("\"'(¡¿") for w in clause.split()]
+        if len(words) < 2 or words[0] in _PHATIC or words[1] not in STOPWORDS or _courtesy(clause):
+            continue
+        readings = getAllLemmas(words[0])
+        if words[0] in readings.get("VERB", ()) and "ADJ" not in readings:
+            return True
+    return False
+
+
+def _courtesy(text: str) -> bool:
+    """Whether every word of `text` after its first is a function word or a courtesy."""
+    return all(w in STOPWORDS or w in _PHATIC for w in tokens(text)[1:])
+
+
+def _may_name(entity: str, text: str) -> bool:
+    """Whether `entity`, found capitalised in `text`, can name somebody or something: a single word
+    that opens a sentence is no name when it reads as a verb, an adverb or an adjective ("Works
+    well!", "Easy win.")."""
+    if " " in entity or not any(text.lstrip(" \"'(¡¿").startswith(entity) or f"{p} {entity}" in text for p in ".!?"):
+        return True
+    word = re.split(r"['\u2019]", entity.lower())[0]  # "That'll" is "that"
+    return word not in STOPWORDS and not {"VERB", "AUX", "ADV", "ADJ", "NUM"} & set(getAllLemmas(word))

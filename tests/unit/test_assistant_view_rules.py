@@ -28,6 +28,11 @@ NS = Namespace("t", "p", "e", "u")
         ("Congrats on the new job!", "I got a job at Globex.", Role.ASSISTANT, Role.USER, True),
         ("Berlin, nice!", "I moved to Berlin.", Role.ASSISTANT, Role.USER, True),
         ("Thanks, Caroline!", "Here you go.", Role.USER, Role.USER, True),
+        # The assistant remarking on news it was told, its own feelings included.
+        ("Quieter than the old street, then!", "We moved out to a village.", Role.ASSISTANT, Role.USER, True),
+        ("I'm so sorry. Losing a pet is awful.", "Our old cat died on Sunday.", Role.ASSISTANT, Role.USER, True),
+        ("Safe travels, Prof. Lindqvist.", "off to the airport", Role.ASSISTANT, Role.USER, True),
+        ("Sounds fun!", "Spent the day at the lake.", Role.ASSISTANT, Role.USER, True),
         # Answers, however short, state something.
         ("Luna and Oliver!", "What are your pets called?", Role.USER, Role.USER, False),
         ("Tuesdays at 7.", "When is the class?", Role.USER, Role.ASSISTANT, False),
@@ -35,6 +40,11 @@ NS = Namespace("t", "p", "e", "u")
         ("pinot noir it is", "Pinot noir or a Beaujolais would both work.", Role.USER, Role.ASSISTANT, False),
         ("What's a good soup for autumn", "Sure.", Role.USER, Role.ASSISTANT, False),
         ("I love hiking in the hills.", "Nice weather today.", Role.USER, Role.USER, False),
+        # What the assistant was asked for, advice or a name is no remark.
+        ("Mostly rain in the hills.", "what's the weather like up north", Role.ASSISTANT, Role.USER, False),
+        ("Good choice; water them weekly.", "got a fern", Role.ASSISTANT, Role.USER, False),
+        ("The Hobbit is a gentle start.", "my son wants to read fantasy", Role.ASSISTANT, Role.USER, False),
+        ("Seven years is a long time!", "We've been together 7 years.", Role.ASSISTANT, Role.USER, False),
     ],
 )
 def test_acknowledgements_are_told_from_turns_that_state_something(
