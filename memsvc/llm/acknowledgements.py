@@ -133,7 +133,8 @@ def is_acknowledgement(
     led = False
     for sentence in sentences(text):
         # A question asked back is a reaction only in reaction words ("Really?", "Right?").
-        question = sentence.endswith("?") or bool(_WH_LEAD.match(sentence))
+        # "What a leap!" exclaims.
+        question = sentence.endswith("?") or (bool(_WH_LEAD.match(sentence)) and not sentence.endswith("!"))
         if question and _WH.search(sentence):
             return False
         for word in tokens(sentence):

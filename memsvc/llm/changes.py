@@ -46,7 +46,9 @@ _OTHERS_NEWS = re.compile(
     re.IGNORECASE,
 )
 _ADDITION = re.compile(
-    r"\b(?:also|too|as well|another|a second|second|added|adding|in addition|on top of|plus|both|extra)\b",
+    # "too" adds at a clause's end ("we got a cat too"), not before what it measures ("too much").
+    r"\b(?:also|too(?=\s*(?:[,.;:!?)]|$))|as well|another|a second|second|added|adding|in addition|on top of|plus|"
+    r"both|extra)\b",
     re.IGNORECASE,
 )
 _ONE_OFF = re.compile(
@@ -91,10 +93,16 @@ _CHANGED_FOR_THEM = re.compile(
 )
 
 
+# A change denied ("I'm not changing", "we never moved", "haven't switched"): what held still does.
+_DENIED_CHANGE = re.compile(
+    r"(?:\bnot|\bnever|n't)\s+(?:\w+\s+)?(?:chang|mov|switch|quit|stopp|start|leav|relocat|replac)\w*", re.IGNORECASE
+)
+
+
 def _changes(clause: str, about_the_speaker: bool) -> bool:
     if _CHANGED_FOR_THEM.search(clause):
         return not any(p.search(clause) for p in (_HYPOTHETICAL, _PAST_RETOLD))
-    if not _CHANGE.search(clause):
+    if not _CHANGE.search(_DENIED_CHANGE.sub(" ", clause)):
         return False
     if not (_FIRST_PERSON.search(clause) or about_the_speaker):
         return False
@@ -141,8 +149,9 @@ def _name(word: str) -> str:
 _MIN_STATEMENT_WORDS = 3
 # A question typed without its question mark ("how cold is the lake in summer though").
 _ASKS = re.compile(
-    r"^(?:\w+,?\s+)?(?:what|which|who|whom|where|when|why|how|can|could|would|will|should|shall|is|are|do|does|did|"
-    r"any|anything|anywhere)\b",
+    # After a word that only opens the sentence ("so what ...", "ok how ..."), not "back when ...".
+    r"^(?:(?:so|and|but|well|ok|okay|oh|hey|hi|hmm|also|then|anyway|btw|quick),?\s+)?(?:what|which|who|whom|where|when|why|how|can|could|would|will|should|shall|is|are|do|does|did|"
+    r"any|anything|anywhere)\b(?!\s+but\b)",  # "anything but horror" states a taste
     re.IGNORECASE,
 )
 

@@ -99,6 +99,48 @@ def test_a_later_move_outranks_the_old_city_which_stays_findable_as_history(serv
     assert at is not None and at < 3, [r.memory.content for r in before.memories]
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_change_ranked_below_the_results_takes_the_place_of_the_answer_it_replaces(
+    server: RunningServer, mode: str
+) -> None:
+    who = f"dee-{mode}"
+    add_conversation(
+        server,
+        who,
+        "s1",
+        said(
+            JAN_2025,
+            user("I'm a nurse on the children's ward at the city hospital."),
+            assistant("That must keep you busy."),
+            user("Any tips for sleeping after night shifts?"),
+            assistant("Blackout curtains, and keep the same sleep window even on days off."),
+        ),
+    )
+    add_conversation(
+        server,
+        who,
+        "s2",
+        said(
+            JAN_2025 + 40 * DAY,
+            user("How long should pizza dough rest?"),
+            assistant("At least an hour at room temperature, or overnight in the fridge."),
+        ),
+    )
+    add_conversation(
+        server,
+        who,
+        "s3",
+        said(
+            JAN_2025 + 120 * DAY,
+            user("So I finally did it: left nursing in March and I'm a full-time potter now."),
+            assistant("What a leap!"),
+        ),
+    )
+    # One result: the new answer must take a place the old one's words alone would not give it.
+    answer = ask(server, who, "What's my job?", mode, limit=1)
+    assert [r.memory.content for r in answer.memories if "potter" in r.memory.content], answer.memories
+
+
 def test_supersession_follows_provenance_to_the_source_turn(server: RunningServer) -> None:
     move_story(server, "ann")
     listed = server.writes.ListMemories(

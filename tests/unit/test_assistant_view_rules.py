@@ -7,7 +7,7 @@ import pytest
 
 from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown
 from memsvc.llm.acknowledgements import is_acknowledgement
-from memsvc.llm.changes import replaces_what_held, states_a_change
+from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import Turn
 from memsvc.pipeline.write.extraction import kind_of
@@ -33,6 +33,7 @@ NS = Namespace("t", "p", "e", "u")
         ("I'm so sorry. Losing a pet is awful.", "Our old cat died on Sunday.", Role.ASSISTANT, Role.USER, True),
         ("Safe travels, Prof. Lindqvist.", "off to the airport", Role.ASSISTANT, Role.USER, True),
         ("Sounds fun!", "Spent the day at the lake.", Role.ASSISTANT, Role.USER, True),
+        ("What a leap!", "I quit my job to sail round the world.", Role.ASSISTANT, Role.USER, True),
         # Answers, however short, state something.
         ("Luna and Oliver!", "What are your pets called?", Role.USER, Role.USER, False),
         ("Tuesdays at 7.", "When is the class?", Role.USER, Role.ASSISTANT, False),
@@ -65,6 +66,9 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         ("Back when I lived in Oslo I swam every morning.", False),
         ("We also adopted a kitten.", False),
         ("Where should I move next?", False),
+        ("Dev went paleo, so dinners are meat-heavy, but I'm not changing my diet.", False),
+        ("We haven't moved, still in the same flat.", False),
+        ("The dosage got too high so I'm on a lower one now.", True),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
@@ -216,3 +220,15 @@ def test_each_block_has_its_share_and_lower_scored_memories_go_before_a_higher_o
     assert len(alone.text.splitlines()) > len(blocks[1].splitlines())
     # The contract comes whatever the query: even with no memories at all.
     assert compose_context([], 120, instructions=instructions).text.startswith(CONTRACT_HEADER)
+
+
+@pytest.mark.parametrize(
+    ("text", "past"),
+    [
+        ("back when we rented in Porto I cycled to work daily. any bike shops near here?", True),
+        ("I used to paint a lot. Anyway, what's a good easel?", True),
+        ("I paint most weekends.", False),
+    ],
+)
+def test_what_is_told_as_the_past_whatever_question_follows(text: str, past: bool) -> None:
+    assert tells_the_past(text) is past

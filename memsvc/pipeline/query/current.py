@@ -7,10 +7,11 @@ participant of the conversation ("What is Caroline's job?") tells a story instea
 
 A user says where they live, and months later that they moved. Asked where they live now, both
 statements match the question; nothing in their words says which is current unless the write
-path caught the change (Memory.outdated). So, for a question about the present that is not a
-list, two of the returned statements of one speaker "answer the same question" when their own
-vectors are close (they say things about the same thing), and the older gives way: its currency
+path caught the change (Memory.outdated). So, for a question about the present, two of the
+returned statements of one speaker "answer the same question" when their own vectors are close
+(they say things about the same thing), and the older gives way: its currency
 (ScoreBreakdown.currency) falls as an outdated memory's does, and the scores decide the order.
+Unless the question asks for a list, the newer of answers that match it alike also comes first.
 The newer one must be able to hold now: not a one-off, a hypothetical, an addition or the past
 retold, nor someone else's news that the question does not ask about (`replaces_what_held`).
 """
@@ -19,17 +20,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from memsvc.deadline import Deadline
-from memsvc.domain.models import MemoryKind, RankedMemory, Role
+from memsvc.domain.models import Memory, MemoryKind, RankedMemory, Role, StoredMemory
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
 from memsvc.llm.changes import replaces_what_held, states_a_change, states_something, tells_the_past
 from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
+from memsvc.pipeline.query.rank import distinct
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.stores.vectors.base import VectorIndex
 
@@ -55,7 +58,22 @@ NEWER_BY = 0.3
 NEWER_OVER_S = 7 * 86_400.0
 
 
-def _statement(r: RankedMemory) -> bool:
+# How many candidates below the results `followers` offers: the few best, as the statement
+# that replaced a result still shares its subject with the query.
+MAX_FOLLOWERS = 16
+
+
+class _Candidate(Protocol):
+    """A scored candidate (rank.Scored) or a result: what `followers` reads."""
+
+    @property
+    def memory(self) -> Memory | StoredMemory: ...
+
+
+C = TypeVar("C", bound=_Candidate)
+
+
+def _statement(r: _Candidate | RankedMemory) -> bool:
     """What the user stated: a turn of theirs, a memory extracted from one, or a session summary
     (which quotes them)."""
     m = r.memory
@@ -107,32 +125,82 @@ class CurrentTruth:
         self._same_thing = same_thing_cosine
         self._replaced_currency = replaced_currency
 
-    async def run(self, plan: QueryPlan, results: list[RankedMemory], deadline: Deadline) -> list[RankedMemory]:
-        """`results` (best first), each older statement that a newer one replaces given way."""
-        if detect_needs(plan.query).list_intent or not (
-            plan.about_the_present or (in_the_present_tense(plan.query) and not _names_a_speaker(plan.query, results))
-        ):
+    def asks_what_holds(self, plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
+        """Whether the query asks what holds now, so that the newest statement wins."""
+        return plan.about_the_present or (
+            in_the_present_tense(plan.query) and not _names_a_speaker(plan.query, results)
+        )
+
+    def followers(self, results: Sequence[RankedMemory], later: Sequence[C]) -> list[C]:
+        """Of `later` (candidates ranked below the results, best first), the statements said after
+        the first of the results' that could replace one of them: what `run` weighs as `later`."""
+        said = [r.memory.created_at for r in results if _statement(r)]
+        if not said:
+            return []
+        first = min(said)
+        seen = {r.memory.id for r in results}
+        out: list[C] = []
+        for c in later:
+            if len(out) < MAX_FOLLOWERS and c.memory.id not in seen and _statement(c) and c.memory.created_at > first:
+                seen.add(c.memory.id)
+                out.append(c)
+        return out
+
+    async def run(
+        self,
+        plan: QueryPlan,
+        results: list[RankedMemory],
+        deadline: Deadline,
+        later: Sequence[RankedMemory] = (),
+    ) -> list[RankedMemory]:
+        """`results` (best first), each older statement that a newer one replaces given way.
+
+        `later`: statements ranked below the results (`followers`). One that replaces a result
+        answers what that result answered, in newer words the query may not share ("I'm tutoring
+        full time now" for "How do I earn my living?"): it joins the results with the score of
+        the result it replaces, before that one gives way."""
+        if not self.asks_what_holds(plan, results):
             return results
+        # A list gathers what holds side by side ("What kinds of films do I like?"): only what a
+        # newer statement replaced gives way, the rest keeps its order.
+        newer_by = 0.0 if detect_needs(plan.query).list_intent else self._newer_by
         statements = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
-        if len({r.memory.created_at for r in statements}) < 2:
+        followers = [r for r in later if r.breakdown.currency == 1.0]
+        pool = statements + followers
+        if len({r.memory.created_at for r in pool}) < 2:
             return results
-        vectors = await self._vectors(plan, [r.memory.id for r in statements], deadline)
+        vectors = await self._vectors(plan, [r.memory.id for r in pool], deadline)
         # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
         # a summary only when every quote of the user's that states something can.
-        holds = {r.memory.id: _can_hold(r, plan.query) for r in statements}
+        holds = {r.memory.id: _can_hold(r, plan.query) for r in pool}
         # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory.
         history = {r.memory.id for r in statements if tells_the_past(_stated(r))}
-        replaced = self._replaced([r for r in statements if r.memory.id in vectors], vectors, holds)
-        oldest = min(r.memory.created_at for r in results)
+        shown = {r.memory.id: r for r in results}
+        replaced: set[str] = set()
+        lifted: dict[str, float] = {}  # follower id -> the score of the best result it replaces
+        for was, now in self._replacements([r for r in pool if r.memory.id in vectors], vectors, holds):
+            if was.memory.id not in shown:
+                continue
+            replaced.add(was.memory.id)
+            if now.memory.id not in shown:
+                lifted[now.memory.id] = max(lifted.get(now.memory.id, 0.0), was.score)
+        joined = results + [
+            RankedMemory(
+                f.memory, max(f.score, lifted[f.memory.id]), f.breakdown, f.matched_queries, f.sources, f.context
+            )
+            for f in followers
+            if f.memory.id in lifted
+        ]
+        oldest = min(r.memory.created_at for r in joined)
         # Statements a few days apart are one time; the full weight takes a week or more.
-        span = max(max(r.memory.created_at for r in results) - oldest, NEWER_OVER_S)
+        span = max(max(r.memory.created_at for r in joined) - oldest, NEWER_OVER_S)
         # The newest of the answers weighs the most, the oldest up to 1 / (1 + NEWER_BY) as much;
         # what cannot hold now (a one-off, someone else's news, ...) weighs as the oldest.
-        newer = {r.memory.id: (r.memory.created_at - oldest) / span if holds.get(r.memory.id) else 0.0 for r in results}
-        newest = 1 + self._newer_by * max(newer.values())
+        newer = {r.memory.id: (r.memory.created_at - oldest) / span if holds.get(r.memory.id) else 0.0 for r in joined}
+        newest = 1 + newer_by * max(newer.values())
         out = []
-        for r in results:
-            currency = (1 + self._newer_by * newer[r.memory.id]) / newest
+        for r in joined:
+            currency = (1 + newer_by * newer[r.memory.id]) / newest
             if r.memory.id in replaced or r.memory.id in history:
                 currency *= self._replaced_currency
             currency *= r.breakdown.currency
@@ -145,14 +213,16 @@ class CurrentTruth:
                 r.context,
             )
             out.append(r)
-        return sorted(out, key=lambda r: -r.score)  # stable: ties keep their order
+        # stable: ties keep their order; a joined statement and what it repeats are one result.
+        return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
 
-    def _replaced(
+    def _replacements(
         self, statements: Sequence[RankedMemory], vectors: dict[str, Vector], holds: dict[str, bool]
-    ) -> set[str]:
-        """The ids of the statements a newer one of the same speaker, which can hold now, replaces."""
+    ) -> list[tuple[RankedMemory, RankedMemory]]:
+        """(older, newer) for each statement a newer one of the same speaker, which can hold now,
+        replaces."""
         unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
-        replaced: set[str] = set()
+        pairs = []
         for a, b in itertools.combinations(statements, 2):
             older, newer = (a, b) if a.memory.created_at < b.memory.created_at else (b, a)
             if older.memory.created_at == newer.memory.created_at:
@@ -171,8 +241,8 @@ class CurrentTruth:
                 or find_conflict(extract_claims(_stated(older)), extract_claims(_stated(newer))) is not None
             )
             if changed:
-                replaced.add(older.memory.id)
-        return replaced
+                pairs.append((older, newer))
+        return pairs
 
     async def _vectors(self, plan: QueryPlan, ids: Sequence[str], deadline: Deadline) -> dict[str, Vector]:
         try:

@@ -316,6 +316,7 @@ class QueryPipeline:
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
                 ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
             kept: list[Scored] = []  # the results still to open (without a rerank)
+            reranked_all: list[RankedMemory] = []  # every candidate as a mode reordered them
             lead = ""  # a mode's own account of its first result
             if rerank is None:
                 kept, report.dropped_below_relevance = results(ordering.scored, min_relevance, plan.limit)
@@ -324,6 +325,7 @@ class QueryPipeline:
                 # Every candidate is open already (decrypt_all): the mode orders them all.
                 reranked = await rerank(await self._opened(ordering.scored, plan, matched), now)
                 memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
+                reranked_all = reranked.memories
                 if memories and reranked.memories and memories[0] is reranked.memories[0]:
                     lead = reranked.explanation
                 span.set_attribute("memsvc.results", len(memories))
@@ -341,7 +343,15 @@ class QueryPipeline:
         started = time.perf_counter()
         with child_span(self.tracer, "memsvc.rank.current") as span:
             first = memories[0] if memories else None
-            memories = await self.current.run(plan, memories, deadline)
+            later: list[RankedMemory] = []  # statements below the results that may replace one
+            if self.current.asks_what_holds(plan, memories):
+                shown = {m.memory.id for m in memories}
+                if rerank is None:
+                    below = [s for s in ordering.scored if s.memory.id not in shown]
+                    later = await self._opened(self.current.followers(memories, below), plan, matched)
+                else:
+                    later = self.current.followers(memories, [m for m in reranked_all if m.memory.id not in shown])
+            memories = await self.current.run(plan, memories, deadline, later)
             span.set_attribute("memsvc.results.reordered", bool(memories) and memories[0] is not first)
         report.add_time("rank", time.perf_counter() - started)
         # The explanation describes the first result returned, after every change of order.
