@@ -33,7 +33,7 @@ from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.rank import distinct
-from memsvc.pipeline.write.facts import extract_claims, find_conflict
+from memsvc.pipeline.write.facts import Claim, extract_claims, find_conflict
 from memsvc.stores.vectors.base import VectorIndex
 
 # Two statements of one speaker at least this close (cosine of their vectors) may say something
@@ -222,6 +222,9 @@ class CurrentTruth:
         """(older, newer) for each statement a newer one of the same speaker, which can hold now,
         replaces."""
         unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        stated = {r.memory.id: _stated(r) for r in statements}
+        changes: dict[str, bool] = {}  # read once per statement, however many pairs it is in
+        claims: dict[str, list[Claim]] = {}
         pairs = []
         for a, b in itertools.combinations(statements, 2):
             older, newer = (a, b) if a.memory.created_at < b.memory.created_at else (b, a)
@@ -236,10 +239,14 @@ class CurrentTruth:
             if not holds[newer.memory.id]:
                 continue
             # The newer one words a change, or states another value of what the older states.
-            changed = (
-                states_a_change(_stated(newer))
-                or find_conflict(extract_claims(_stated(older)), extract_claims(_stated(newer))) is not None
-            )
+            new, old = newer.memory.id, older.memory.id
+            if new not in changes:
+                changes[new] = states_a_change(stated[new])
+            if not changes[new]:
+                for i in (old, new):
+                    if i not in claims:
+                        claims[i] = extract_claims(stated[i])
+            changed = changes[new] or find_conflict(claims[old], claims[new]) is not None
             if changed:
                 pairs.append((older, newer))
         return pairs
