@@ -209,7 +209,11 @@ def extract_keywords(text: str) -> Keywords:
     )
 
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+# Not after a title or an abbreviation that takes a full stop ("Dr. Okafor", "e.g. this").
+_SENTENCE_BREAK = re.compile(
+    r"(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)"
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)\s+"
+)
 
 
 def sentences(text: str) -> list[str]:

@@ -227,6 +227,32 @@ def test_the_contract_has_its_own_block_within_its_budget_whatever_the_query(ser
     assert "English is fine again" in block and "answer in German" not in block
 
 
+def test_an_instruction_replaces_the_earlier_one_about_the_same_conduct_however_unlike_in_words(
+    server: RunningServer,
+) -> None:
+    add_conversation(server, "hal", "s1", said(JAN_2025, user("Please address me as Dr. Okafor.")))
+    add_conversation(
+        server,
+        "hal",
+        "s2",
+        said(JAN_2025 + 90 * DAY, user("All my friends call me Chi these days, so you can go with that.")),
+    )
+    listed = server.writes.ListMemories(
+        write_service_pb2.ListMemoriesRequest(
+            user_id="hal", page_size=100, filter=memory_pb2.MemoryFilter(include_inactive=True)
+        ),
+        metadata=server.md,
+    ).memories
+    instructions = {m.content: m for m in listed if m.kind == memory_pb2.MEMORY_KIND_INSTRUCTION}
+    old = instructions["Please address me as Dr. Okafor."]
+    assert old.retention_status == memory_pb2.RETENTION_STATUS_SUPERSEDED
+    assert "Chi" in next(m.content for m in listed if m.id == old.superseded_by)
+    block = ask(server, "hal", "what's a good gift for a gardener?", "applicability").context
+    contract = block.split("\n\n")[0]
+    assert contract.startswith("How the user wants you to behave:") and "Chi" in contract, block
+    assert "Okafor" not in contract, block
+
+
 def test_recent_turns_get_a_block_of_their_own(server: RunningServer) -> None:
     add(server, "gus", "I keep bees on my allotment.")
     recent = [query_service_pb2.ConversationTurn(role=memory_pb2.ROLE_USER, content="The hive swarmed today.")]

@@ -125,6 +125,10 @@ def test_slot_claims_find_a_new_value_of_the_same_thing(old: str, new: str, attr
         ("I prefer short answers", "length", "short"),
         ("Use metric units please.", "units", "metric"),
         ("Never suggest restaurants with loud music.", "standing rule", "never suggest restaurants with loud music."),
+        ("Please address me as Prof. Ruiz.", "form of address", "prof. ruiz"),
+        ("one more thing: always reply in French", "language", "french"),
+        ("everyone calls me Bea, so you can go with that", "form of address", "bea"),
+        ("we moved back to Ohio, so pounds and ounces are fine", "units", "imperial"),
     ],
 )
 def test_instructions_name_the_aspect_of_conduct_they_set(sentence: str, aspect: str, value: str) -> None:
@@ -134,7 +138,14 @@ def test_instructions_name_the_aspect_of_conduct_they_set(sentence: str, aspect:
 
 @pytest.mark.parametrize(
     "sentence",
-    ["Don't forget to buy milk.", "From now on, I'm vegan.", "I'm learning German.", "My German is better now."],
+    [
+        "Don't forget to buy milk.",
+        "From now on, I'm vegan.",
+        "I'm learning German.",
+        "My German is better now.",
+        "Tuesday is fine.",
+        "The kids call me Mum.",
+    ],
 )
 def test_what_is_not_said_to_the_assistant_about_its_conduct_is_no_instruction(sentence: str) -> None:
     assert instruction_of(sentence) is None

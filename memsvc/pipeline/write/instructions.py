@@ -28,7 +28,14 @@ _DIRECTIVE = re.compile(
     r"|\b(?:I(?:'d| would)\s+(?:like|prefer|rather|love)|I\s+(?:want|need|prefer|like|expect))\s+(?:it\s+if\s+)?"
     r"(?:\w+\s+){0,2}(?:you|your|replies|answers|responses|messages|explanations)\b"
     r"|\b(?:can|could|would|will)\s+you\s+(?:please\s+|always\s+|just\s+|maybe\s+)*"
-    r"(?:answer|reply|respond|write|talk|speak|keep|use|stop|call|address|switch|stick|go|make|avoid|skip)\b",
+    r"(?:answer|reply|respond|write|talk|speak|keep|use|stop|call|address|switch|stick|go|make|avoid|skip)\b"
+    # A directive opening a clause after a lead-in ("quick thing: please always ...", "ok, call me Sam").
+    r"|[:;,]\s*(?:please\s+|pls\s+)?(?:always|never|call|address|answer|reply|respond|write|talk|speak|use|keep)\b"
+    # Lifting one ("you don't need to convert units anymore", "no need to be formal"), or allowing
+    # one ("you can go with Chi", "Fahrenheit and miles are fine").
+    r"|\byou\s+(?:don't|do not|dont|no longer)\s+(?:need|have)\s+to\b|\bno need to\b"
+    r"|\byou\s+can\s+(?:just\s+)?(?:go with|use|call)\b"
+    r"|\b(?:is|are|'s)\s+(?:fine|ok|okay|good)(?:\s+(?:by me|with me|for me|now))?\s*[.!]?$",
     re.IGNORECASE,
 )
 # What the assistant's conduct is about, each with the words that set it: the value is what
@@ -44,7 +51,8 @@ _ASPECTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "form of address",
-            r"\b(?:call|address|refer to)\s+me\s+(?:as\s+)?(?P<value>[A-Za-z][\w'-]*)|\bcall me\b",
+            r"\b(?:calls?|address|refer to)\s+me\s+(?:as\s+)?(?P<value>(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?[A-Za-z][\w'-]*)"
+            r"|\bcall me\b",
         ),
         ("emoji", r"\b(?P<value>emojis?|emoticons?|smileys?)\b"),
         (

@@ -418,6 +418,9 @@ class WritePath:
         updated: list[tuple[StoredMemory, str]] = []
         turns: dict[str, tuple[str, str]] = {}  # source turn id -> (successor id, reason)
         for old, successor_id, reason in items:
+            if is_turn_key(old.idempotency_key):
+                turns[old.id] = (successor_id, reason)  # a turn stays what was said: outdated, not replaced
+                continue
             changes = superseded_changes(old, successor_id, reason)
             after = old._replace(retention_status=RetentionStatus.SUPERSEDED, superseded_by=successor_id)
             version = await self._codec.version_of(

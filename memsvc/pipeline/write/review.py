@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,10 +29,10 @@ from memsvc.domain.models import (
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.memories.codec import MemoryCodec
-from memsvc.pipeline.write.facts import ClaimCache, find_conflict, is_duplicate
+from memsvc.pipeline.write.facts import INSTRUCTION_PREFIX, Claim, ClaimCache, find_conflict, is_duplicate
 from memsvc.pipeline.write.keys import is_turn_key
 from memsvc.stores.records.base import MemoryRecords
-from memsvc.stores.vectors.base import VectorIndex
+from memsvc.stores.vectors.base import VectorHit, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,14 @@ class Review:
     contradictions: tuple[Contradiction, ...] = ()
 
 
+# The most instructions a new one is compared with (a contract is a handful).
+MAX_CONTRACT = 30
+
+
+def _instructs(claims: Sequence[Claim]) -> bool:
+    return any(c.attribute.startswith(INSTRUCTION_PREFIX) for c in claims)
+
+
 class WriteReview:
     """Finds duplicates and contradictions of new memories among the user's nearest memories."""
 
@@ -189,6 +197,17 @@ class WriteReview:
             log.warning("write review skipped: %s", exc.message)
             return [Review() for _ in items]
         near = []
+        # An instruction answers to every instruction of the user's about the same conduct, however
+        # unlike in words ("Please address me as Dr. Okafor" and "call me Chi"): the contract is
+        # a handful of memories, read whole.
+        instructions = [i for i, (content, _) in enumerate(items) if _instructs(claims(content))]
+        if instructions:
+            contract = await self._contract(namespace, deadline)
+            ids = {h.memory_id for h in contract}
+            found = [
+                [*(h for h in hits if h.memory_id not in ids), *contract] if i in instructions else hits
+                for i, hits in enumerate(found)
+            ]
         for (content, _), hits in zip(items, found, strict=True):
             # Only a detector that reads the candidates needs every near one; otherwise only
             # possible repeats are read. Most statements state no claim for the rule detector,
@@ -204,16 +223,30 @@ class WriteReview:
         # A conversation's turns are what was said, evidence under everything derived from them:
         # no memory repeats or contradicts a turn (a memory extracted from a turn says what the
         # turn says, and must be stored as itself, not counted as a confirmation of the turn).
+        # The exception: a turn that is itself an instruction is the contract's memory of it, and
+        # a later instruction about the same conduct outdates it (it is never repeated, though).
         active = [
-            r for r in rows if r.retention_status is RetentionStatus.ACTIVE and not is_turn_key(r.idempotency_key)
+            r
+            for r in rows
+            if r.retention_status is RetentionStatus.ACTIVE
+            and (r.kind is MemoryKind.INSTRUCTION or not is_turn_key(r.idempotency_key))
         ]
         opened = {m.id: m for m in await self._codec.open_all(active)}
-        return [
-            await self._judge(
-                content, [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened], deadline, claims
+        turns = {r.id for r in active if is_turn_key(r.idempotency_key)}
+        reviews = []
+        for (content, _), hits in zip(items, near, strict=True):
+            review = await self._judge(
+                content,
+                [(opened[h.memory_id], h.similarity) for h in hits if h.memory_id in opened.keys() - turns],
+                deadline,
+                claims,
             )
-            for (content, _), hits in zip(items, near, strict=True)
-        ]
+            stated = [opened[h.memory_id] for h in hits if h.memory_id in turns]
+            if stated and review.duplicate_of is None:
+                outdated = await self._detector.contradicted(content, stated, deadline, claims)
+                review = replace(review, contradictions=review.contradictions + tuple(outdated))
+            reviews.append(review)
+        return reviews
 
     async def _judge(
         self,
@@ -235,6 +268,13 @@ class WriteReview:
             return Review()
         contradictions = await self._detector.contradicted(content, [m for m, _ in near], deadline, claims)
         return Review(contradictions=tuple(contradictions))
+
+    async def _contract(self, namespace: Namespace, deadline: Deadline) -> list[VectorHit]:
+        """The user's active instructions, as hits at the similarity that makes them candidates
+        (however far their vectors are)."""
+        wanted = MemoryFilter(kinds=(MemoryKind.INSTRUCTION,))
+        rows = await deadline.run(self._store.list_memories(namespace, wanted, None, MAX_CONTRACT), "the record store")
+        return [VectorHit(r.id, self._contradiction_similarity) for r in rows]
 
     async def related(
         self, namespace: Namespace, vectors: Sequence[Vector], deadline: Deadline, limit: int
