@@ -2,15 +2,17 @@
 
 Such a turn states nothing of its own. Returned as a result it spends a place, and an
 assistant's prompt tokens, on nothing, so it is kept as context of the turn it answers instead.
-Two shapes are told apart by rules:
+These shapes are told apart by rules:
 
 - every word is a reaction, a courtesy, a word of agreement, a function word, or one of a word
   or two echoing the turn it answers ("Berlin, nice!") or naming its speaker;
 - a short reply led by a reaction ("Congrats on the promotion!", "Oof, that's a big jump.") that
   says nothing of its speaker's own (no "I", "we"), names nobody new and holds no number;
 - an assistant's remark of a few words on what the user just told it, not asked ("Easy win.",
-  "Cheaper than a new bike!", "I'm really sorry. That's hard.") that neither asks nor advises:
-  the assistant's own feelings are no fact about the user.
+  "Cheaper than a new bike!", "I'm really sorry. That's hard.") that does not advise: the
+  assistant's own feelings are no fact about the user;
+- an assistant's question, alone or after such a remark ("Happy to help. What are your monthly
+  costs?"): the user's answer states what it asks about.
 
 A user who answers the assistant in the assistant's own words is choosing ("pinot noir it
 is"), not echoing, and whoever answers a question answers it, however short ("Nope!",
@@ -135,6 +137,8 @@ def is_acknowledgement(
         # A question asked back is a reaction only in reaction words ("Really?", "Right?").
         # "What a leap!" exclaims.
         question = sentence.endswith("?") or (bool(_WH_LEAD.match(sentence)) and not sentence.endswith("!"))
+        if question and role is Role.ASSISTANT:
+            continue  # what the assistant asks states nothing of the user's; the answer will
         if question and _WH.search(sentence):
             return False
         for word in tokens(sentence):

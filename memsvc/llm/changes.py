@@ -26,7 +26,7 @@ _CHANGE = re.compile(
     r"switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|relocat(?:ed|ing)|transferr?(?:ed|ing)|"
     r"start(?:ed|ing)?|began|quit|gave up|given up|giving up|stopp(?:ed|ing)|dropp(?:ed|ing)|cancell?(?:ed|ing)|"
     r"replac(?:ed|ing)|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
-    r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|"
+    r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|sold|got rid of|traded in|"
     r"(?:go|goes|going|went|gone) (?:up|down)|rais(?:ed|ing)|increas(?:ed|ing)|decreas(?:ed|ing)|rose|risen|fell|"
     r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new)\b",
     re.IGNORECASE,

@@ -34,6 +34,7 @@ NS = Namespace("t", "p", "e", "u")
         ("Safe travels, Prof. Lindqvist.", "off to the airport", Role.ASSISTANT, Role.USER, True),
         ("Sounds fun!", "Spent the day at the lake.", Role.ASSISTANT, Role.USER, True),
         ("What a leap!", "I quit my job to sail round the world.", Role.ASSISTANT, Role.USER, True),
+        ("Happy to help. Which bills come out monthly?", "help me budget", Role.ASSISTANT, Role.USER, True),
         # Answers, however short, state something.
         ("Luna and Oliver!", "What are your pets called?", Role.USER, Role.USER, False),
         ("Tuesdays at 7.", "When is the class?", Role.USER, Role.ASSISTANT, False),
@@ -45,6 +46,7 @@ NS = Namespace("t", "p", "e", "u")
         ("Mostly rain in the hills.", "what's the weather like up north", Role.ASSISTANT, Role.USER, False),
         ("Good choice; water them weekly.", "got a fern", Role.ASSISTANT, Role.USER, False),
         ("The Hobbit is a gentle start.", "my son wants to read fantasy", Role.ASSISTANT, Role.USER, False),
+        ("Is that the 2019 Corolla?", "my car is making a noise", Role.ASSISTANT, Role.USER, False),
         ("Seven years is a long time!", "We've been together 7 years.", Role.ASSISTANT, Role.USER, False),
     ],
 )
@@ -68,6 +70,7 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         ("Where should I move next?", False),
         ("Dev went paleo, so dinners are meat-heavy, but I'm not changing my diet.", False),
         ("We haven't moved, still in the same flat.", False),
+        ("I sold my old Golf and got a little electric Fiat.", True),
         ("The dosage got too high so I'm on a lower one now.", True),
     ],
 )
@@ -94,6 +97,9 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
     ("old", "new", "attribute"),
     [
         ("My rent is $1,700 a month", "My rent is $1,950.", "amount of rent"),
+        ("Gym's £30 a month, off-peak.", "My gym is £38 now.", "amount of gym"),
+        ("Our mortgage is $1,200.", "my mortgage went up to $1,350", "amount of mortgage"),
+        ("Call me Sam.", "My colleagues call me Samuel, so you can go with that.", "instruction: form of address"),
         ("I drink coffee every morning", "I don't drink coffee anymore", "habit drink"),
         ("I drink coffee every morning", "I switched to matcha, I drink matcha now", "habit drink"),
         ("I smoke about ten a day", "I quit smoking six weeks ago", "given up"),
@@ -107,6 +113,7 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
         ("I play football on Sundays", "I play tennis too", None),
         ("I drink coffee every morning", "I drink coffee with oat milk now", None),
         ("Never suggest restaurants with loud music.", "Always give me the source.", None),
+        ("It's 5 miles to the station.", "That's 20 minutes on foot.", None),
     ],
 )
 def test_slot_claims_find_a_new_value_of_the_same_thing(old: str, new: str, attribute: str | None) -> None:

@@ -19,6 +19,7 @@ retold, nor someone else's news that the question does not ask about (`replaces_
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
@@ -93,23 +94,43 @@ def _names_a_speaker(question: str, results: Sequence[RankedMemory]) -> bool:
     return any(r.memory.speaker_name and r.memory.speaker_name.split()[0].lower() in words for r in results)
 
 
-def _said(r: RankedMemory) -> list[str]:
+def _said(r: RankedMemory, speakers: frozenset[str] = frozenset()) -> list[str]:
     """What a statement says: a turn or a memory as it is, a summary's quotes of the user's turns
-    each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.")."""
+    each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.").
+
+    A memory extracted from a user's turn names them ("Aisha sold the Civic"): said by one of
+    `speakers` (the user's names among the results), it is read in the first person, as said."""
     m = r.memory
     if m.kind is not MemoryKind.SUMMARY:
+        if m.role is Role.USER and speakers:
+            return [_first_person(m.content, speakers)]
         return [m.content]
     quotes = [line.split(": ", 1) for line in m.content.splitlines()[1:]]
     return [said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value] or [""]
 
 
-def _can_hold(r: RankedMemory, question: str) -> bool:
-    stated = [said for said in _said(r) if states_something(said)]
+def _first_person(text: str, speakers: frozenset[str]) -> str:
+    names = "|".join(re.escape(n) for n in sorted(speakers))
+    text = re.sub(rf"\b(?:{names})['\u2019]s\b", "my", text)
+    return re.sub(rf"\b(?:{names})\b", "I", text)
+
+
+def _speakers(results: Sequence[RankedMemory]) -> frozenset[str]:
+    """The first names the user's turns among `results` were said under."""
+    return frozenset(
+        r.memory.speaker_name.split()[0]
+        for r in results
+        if r.memory.role is Role.USER and r.memory.speaker_name.strip()
+    )
+
+
+def _can_hold(r: RankedMemory, question: str, speakers: frozenset[str] = frozenset()) -> bool:
+    stated = [said for said in _said(r, speakers) if states_something(said)]
     return bool(stated) and all(replaces_what_held(said, question) for said in stated)
 
 
-def _stated(r: RankedMemory) -> str:
-    return " ".join(_said(r))
+def _stated(r: RankedMemory, speakers: frozenset[str] = frozenset()) -> str:
+    return " ".join(_said(r, speakers))
 
 
 class CurrentTruth:
@@ -172,13 +193,14 @@ class CurrentTruth:
         vectors = await self._vectors(plan, [r.memory.id for r in pool], deadline)
         # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
         # a summary only when every quote of the user's that states something can.
-        holds = {r.memory.id: _can_hold(r, plan.query) for r in pool}
+        speakers = _speakers(pool)
+        holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
         # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory.
-        history = {r.memory.id for r in statements if tells_the_past(_stated(r))}
+        history = {r.memory.id for r in statements if tells_the_past(_stated(r, speakers))}
         shown = {r.memory.id: r for r in results}
         replaced: set[str] = set()
         lifted: dict[str, float] = {}  # follower id -> the score of the best result it replaces
-        for was, now in self._replacements([r for r in pool if r.memory.id in vectors], vectors, holds):
+        for was, now in self._replacements([r for r in pool if r.memory.id in vectors], vectors, holds, speakers):
             if was.memory.id not in shown:
                 continue
             replaced.add(was.memory.id)
@@ -217,12 +239,16 @@ class CurrentTruth:
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
 
     def _replacements(
-        self, statements: Sequence[RankedMemory], vectors: dict[str, Vector], holds: dict[str, bool]
+        self,
+        statements: Sequence[RankedMemory],
+        vectors: dict[str, Vector],
+        holds: dict[str, bool],
+        speakers: frozenset[str],
     ) -> list[tuple[RankedMemory, RankedMemory]]:
         """(older, newer) for each statement a newer one of the same speaker, which can hold now,
         replaces."""
         unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
-        stated = {r.memory.id: _stated(r) for r in statements}
+        stated = {r.memory.id: _stated(r, speakers) for r in statements}
         changes: dict[str, bool] = {}  # read once per statement, however many pairs it is in
         claims: dict[str, list[Claim]] = {}
         pairs = []

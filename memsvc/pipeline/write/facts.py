@@ -191,12 +191,15 @@ _GENERIC = _rx(
 _NUMBER_VALUE = (
     r"(?P<value>[$£€]?\s?\d[\d,.]*\s?(?:k|%|kg|kilos?|lbs?|pounds|stone|minutes|mins|hours|hrs|mg|gb|mbps)?)"
 )
-# "my rent is $1,950", "my commute is now 50 minutes", "the nursery fees go up to £1,240":
-# a quantity of something of the speaker's has one value at a time.
+# Words that name nothing of the speaker's before a number ("It's 5 miles away").
+_NO_THING = frozenset(["it", "that", "this", "there", "here", "he", "she", "they", "what", "who", "which", "mine"])
+# "my rent is $1,950", "my commute is now 50 minutes", "our mortgage went up to $1,350": a
+# quantity of something of the speaker's has one value at a time. A sentence may open on the
+# thing, its owner unsaid ("Rent's $1,700 for the one-bed").
 _QUANTITY = _rx(
-    rf"\b{_OWNER} (?P<thing>[a-z]+(?: [a-z]+)?) (?:is|are|was|costs?|comes to|(?:has |have )?(?:went|goes|go|gone|"
-    rf"rose|risen|increased|jumped|dropped|fell|fallen|decreased) (?:up |down )?to) (?:now |about |around |roughly |"
-    rf"like )*{_NUMBER_VALUE}",
+    rf"(?:\b(?P<subject>my|our|[A-Za-z]+'s) |^)(?P<thing>[a-z]+(?: [a-z]+)?)(?:'s| (?:is|are|was|costs?|comes to|"
+    rf"(?:has |have )?(?:went|goes|go|gone|rose|risen|increased|jumped|dropped|fell|fallen|decreased) (?:up |down )?"
+    rf"to)) (?:now |about |around |roughly |like )*{_NUMBER_VALUE}",
     *"0123456789",
 )
 # "they raised my rent to $1,950", "bumped me to 58k", "upped my dose to 100mg".
@@ -448,7 +451,10 @@ def _slot_claims(sentence: str, lowered: str | None) -> Iterable[Claim]:
     changes ("my rent is $1,950" after "$1,700"; "I quit smoking"; "I'm on losartan now")."""
     changed = bool(_CHANGE_WORDS.search(sentence))
     for m in _QUANTITY.finditer(sentence, lowered):
-        subject, value = _normalise_subject(m.group("subject")), _number(m.group("value"))
+        if m.group("thing").lower() in _NO_THING:
+            continue  # "It's 5 miles away", "That's 20 dollars": nothing of the speaker's named
+        owner = (m.group("subject") or "my").lower()
+        subject, value = _normalise_subject("my" if owner == "our" else owner), _number(m.group("value"))
         yield Claim(subject, f"amount of {_head(m.group('thing'))}", value)
     for m in _RAISED.finditer(sentence, lowered):
         thing = _head(m.group("thing") or "pay")
