@@ -3,6 +3,7 @@ kinds, third-person rewriting, questions about the present or the past, and the 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown
@@ -10,6 +11,7 @@ from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import Turn
+from memsvc.pipeline.query.current import CurrentTruth
 from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.pipeline.write.instructions import instruction_of
@@ -250,3 +252,24 @@ def test_each_block_has_its_share_and_lower_scored_memories_go_before_a_higher_o
 )
 def test_what_is_told_as_the_past_whatever_question_follows(text: str, past: bool) -> None:
     assert tells_the_past(text) is past
+
+
+def test_answers_compete_only_across_conversations_and_when_about_the_same_thing() -> None:
+    def said(id_: str, session: str, at: float) -> RankedMemory:
+        memory = Memory(id_, NS, id_, role=Role.USER, session_id=session, created_at=at, speaker_name="Kit")
+        return RankedMemory(memory, 0.5, ScoreBreakdown())
+
+    old, news, chat, aside = (
+        said("old", "s1", 1.0),
+        said("news", "s2", 9.0),
+        said("chat", "s2", 9.5),
+        said("aside", "s3", 20.0),
+    )
+    vectors = {
+        "old": np.array([1.0, 0.0, 0.0], dtype=np.float32),
+        "news": np.array([0.8, 0.6, 0.0], dtype=np.float32),  # cosine 0.8 with "old"
+        "chat": np.array([0.0, 1.0, 0.0], dtype=np.float32),  # its own session's "news" is one time
+        "aside": np.array([0.1, 0.0, 1.0], dtype=np.float32),  # cosine 0.1: about something else
+    }
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _competing reads no index
+    assert truth._competing([old, news, chat, aside], vectors) == {"old", "news"}
