@@ -100,7 +100,7 @@ def _names_a_speaker(question: str, results: Sequence[RankedMemory]) -> bool:
     return any(r.memory.speaker_name and r.memory.speaker_name.split()[0].lower() in words for r in results)
 
 
-def _said(r: RankedMemory, speakers: frozenset[str] = frozenset()) -> list[str]:
+def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
     """What a statement says: a turn or a memory as it is, a summary's quotes of the user's turns
     each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.").
 
@@ -116,6 +116,7 @@ def _said(r: RankedMemory, speakers: frozenset[str] = frozenset()) -> list[str]:
 
 
 def _first_person(text: str, speakers: frozenset[str]) -> str:
+    """`text` with each of `speakers` as "I" and their possessive as "my"."""
     names = "|".join(re.escape(n) for n in sorted(speakers))
     text = re.sub(rf"\b(?:{names})['\u2019]s\b", "my", text)
     return re.sub(rf"\b(?:{names})\b", "I", text)
@@ -130,12 +131,12 @@ def _speakers(results: Sequence[RankedMemory]) -> frozenset[str]:
     )
 
 
-def _can_hold(r: RankedMemory, question: str, speakers: frozenset[str] = frozenset()) -> bool:
+def _can_hold(r: RankedMemory, question: str, speakers: frozenset[str]) -> bool:
     stated = [said for said in _said(r, speakers) if states_something(said)]
     return bool(stated) and all(replaces_what_held(said, question) for said in stated)
 
 
-def _stated(r: RankedMemory, speakers: frozenset[str] = frozenset()) -> str:
+def _stated(r: RankedMemory, speakers: frozenset[str]) -> str:
     return " ".join(_said(r, speakers))
 
 
@@ -197,6 +198,8 @@ class CurrentTruth:
         if len({r.memory.created_at for r in pool}) < 2:
             return results
         vectors = await self._vectors(plan, [r.memory.id for r in pool], deadline)
+        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        pool = [r for r in pool if r.memory.id in unit]
         # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
         # a summary only when every quote of the user's that states something can.
         speakers = _speakers(pool)
@@ -206,10 +209,10 @@ class CurrentTruth:
         shown = {r.memory.id: r for r in results}
         # Statements that say something about the same thing as another one of a different time:
         # the answers that compete, of which the newer comes first.
-        competing = self._competing([r for r in pool if r.memory.id in vectors], vectors)
+        competing = self._competing(pool, unit)
         replaced: set[str] = set()
         lifted: dict[str, float] = {}  # follower id -> the score of the best result it replaces
-        for was, now in self._replacements([r for r in pool if r.memory.id in vectors], vectors, holds, speakers):
+        for was, now in self._replacements(pool, unit, holds, speakers):
             if was.memory.id not in shown:
                 continue
             replaced.add(was.memory.id)
@@ -253,10 +256,10 @@ class CurrentTruth:
         # stable: ties keep their order; a joined statement and what it repeats are one result.
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
 
-    def _competing(self, statements: Sequence[RankedMemory], vectors: dict[str, Vector]) -> set[str]:
+    def _competing(self, statements: Sequence[RankedMemory], unit: dict[str, Vector]) -> set[str]:
         """The ids of the statements that say something about the same thing as another one of
-        the same speaker said at another time (in another conversation)."""
-        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        the same speaker said at another time (in another conversation); `unit`: their vectors,
+        normalised."""
         out: set[str] = set()
         for a, b in itertools.combinations(statements, 2):
             # One conversation's statements (and its summary) tell one time, not two.
@@ -270,13 +273,12 @@ class CurrentTruth:
     def _replacements(
         self,
         statements: Sequence[RankedMemory],
-        vectors: dict[str, Vector],
+        unit: dict[str, Vector],
         holds: dict[str, bool],
         speakers: frozenset[str],
     ) -> list[tuple[RankedMemory, RankedMemory]]:
         """(older, newer) for each statement a newer one of the same speaker, which can hold now,
-        replaces."""
-        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        replaces; `unit`: their vectors, normalised."""
         stated = {r.memory.id: _stated(r, speakers) for r in statements}
         changes: dict[str, bool] = {}  # read once per statement, however many pairs it is in
         claims: dict[str, list[Claim]] = {}

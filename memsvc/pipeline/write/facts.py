@@ -192,7 +192,9 @@ _NUMBER_VALUE = (
     r"(?P<value>[$£€]?\s?\d[\d,.]*\s?(?:k|%|kg|kilos?|lbs?|pounds|stone|minutes|mins|hours|hrs|mg|gb|mbps)?)"
 )
 # Words that name nothing of the speaker's before a number ("It's 5 miles away").
-_NO_THING = frozenset(["it", "that", "this", "there", "here", "he", "she", "they", "what", "who", "which", "mine"])
+_NO_THING = frozenset(
+    ["i", "we", "you", "it", "that", "this", "there", "here", "he", "she", "they", "what", "who", "which"]
+)
 # "my rent is $1,950", "my commute is now 50 minutes", "our mortgage went up to $1,350": a
 # quantity of something of the speaker's has one value at a time. A sentence may open on the
 # thing, its owner unsaid ("Rent's $1,700 for the one-bed").
