@@ -297,6 +297,7 @@ async def build_components(
         queries_rrf_k=settings.queries_rrf_k,
         # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
+        named_depth_factor=settings.named_recall_depth_factor,
     )
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)

@@ -48,6 +48,25 @@ class LexicalRecall:
         speakers = {name for name, ids in markers.items() if ids and all(i in present for i in ids)}
         return [[n for n in ns if n in speakers] for ns in names]
 
+    async def involving(
+        self, plan: QueryPlan, memory_ids: Sequence[str], names: Sequence[str], deadline: Deadline
+    ) -> set[str]:
+        """Of `memory_ids`, those whose postings hold one of `names`: a speaker's marker (said by
+        them) or the name's own word (said to or about them); one query, nothing decrypted."""
+        tenant = plan.namespace.tenant
+        wanted = [
+            term_id
+            for name in names
+            for term_id in (
+                *self._hasher.speaker_ids(tenant, name),
+                *self._hasher.bag(tenant, name).counts,
+            )
+        ]
+        if not wanted or not memory_ids:
+            return set()
+        held = await deadline.run(self._index.terms_held(plan.namespace, memory_ids, wanted), "the lexical index")
+        return {memory_id for memory_id, terms in held.items() if terms}
+
     async def terms_held(
         self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline
     ) -> dict[str, set[str]]:

@@ -44,9 +44,12 @@ class RecallStage:
         self._index = index
         self._candidates = candidates
 
-    async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None = None) -> list[Candidate]:
+    def depth(self, plan: QueryPlan) -> int:
         # Recall more than the limit: hydration filters and ranking reorder what comes back.
-        k = k or max(self._candidates, plan.limit * 3)
+        return max(self._candidates, plan.limit * 3)
+
+    async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None = None) -> list[Candidate]:
+        k = k or self.depth(plan)
         hits = await deadline.run(
             self._index.search(plan.namespace, vector, k, plan.memory_filter),
             "the vector index",
