@@ -298,6 +298,7 @@ async def build_components(
         # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
         named_depth_factor=settings.named_recall_depth_factor,
+        depth_grows=settings.recall_depth_grows,
     )
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)

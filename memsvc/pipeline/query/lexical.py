@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from memsvc.deadline import Deadline
 from memsvc.llm.text import named_entities
 from memsvc.pipeline.context import QueryPlan
-from memsvc.pipeline.query.recall import Candidate
+from memsvc.pipeline.query.recall import Candidate, candidate_depth
 from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import LexicalIndex
 
@@ -23,7 +23,7 @@ class LexicalRecall:
         bag = self._hasher.bag(plan.namespace.tenant, text)
         if not bag.counts:
             return []  # only stopwords or punctuation: nothing to match lexically
-        k = k or max(self._candidates, plan.limit * 3)
+        k = k or candidate_depth(self._candidates, plan.limit)
         hits = await deadline.run(
             self._index.search(plan.namespace, bag.counts, k, plan.memory_filter),
             "the lexical index",
@@ -33,6 +33,11 @@ class LexicalRecall:
             Candidate(memory_id=h.memory_id, lexical_score=h.score / best, lexical_rank=i + 1, term_coverage=h.coverage)
             for i, h in enumerate(hits)
         ]
+
+    async def memories(self, plan: QueryPlan, deadline: Deadline) -> int:
+        """How many memories the namespace's postings hold (one probe of its statistics)."""
+        docs, _ = await deadline.run(self._index.stats(plan.namespace), "the lexical index")
+        return docs
 
     async def speakers_named(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
         """For each of `texts`, its names that speakers of the namespace's conversations go by,

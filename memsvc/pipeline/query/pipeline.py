@@ -75,6 +75,7 @@ class QueryPipeline:
         lexical: LexicalRecall | None = None,
         lexical_during_embedding: bool = True,
         named_depth_factor: int = 4,
+        depth_grows: bool = True,
     ) -> None:
         """`lexical_during_embedding`: start the lexical search while the query is embedded. Right
         when embedding waits on a remote endpoint; wrong when a local model already keeps every
@@ -95,6 +96,8 @@ class QueryPipeline:
         self.lexical_during_embedding = lexical_during_embedding
         # How much deeper dense recall looks when the question names speakers (`_dense`).
         self.named_depth_factor = named_depth_factor
+        # Whether the channels' depth grows with the namespace's size (`_depth`).
+        self.depth_grows = depth_grows
 
     def plan(
         self, principal: Principal, request: QueryInput, report: QueryReport, default_limit: int | None = None
@@ -166,11 +169,15 @@ class QueryPipeline:
         every name), else looked up here; dense recall puts what involves them first (`_dense`).
         """
         if not dense and self.lexical is not None:
-            return await self._words_only(plan, text, report, deadline, k)
+            return await self._words_only(plan, text, report, deadline, k or await self._depth(plan, deadline))
+        # The namespace's size sets the depth: looked up while the query is embedded.
+        depth = asyncio.ensure_future(self._depth(plan, deadline)) if k is None else None
         lexical: asyncio.Future[list[Candidate]] | None = None
-        if self.lexical is not None and self.lexical_during_embedding:
-            lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
         try:
+            if self.lexical is not None and self.lexical_during_embedding:
+                if depth is not None:
+                    k = await depth
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             if speakers is None:
                 speakers = (await self.speakers_in(plan, [text], deadline))[0]
             meaning = self.meaning_of(text, speakers, report)
@@ -179,6 +186,8 @@ class QueryPipeline:
                 span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
                 if text == plan.query:
                     report.embedding_cache_hit = qv.cache_hit
+            if depth is not None:
+                k = await depth  # done by now, unless the lookup is slower than the embedding
             if self.lexical is not None and lexical is None:
                 lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             with stage_span(self.tracer, report, "recall") as span:
@@ -195,8 +204,19 @@ class QueryPipeline:
                 span.set_attribute("memsvc.candidates.recalled", len(candidates))
             return candidates
         finally:
-            if lexical is not None and not lexical.done():
-                lexical.cancel()
+            for pending in (depth, lexical):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+
+    async def _depth(self, plan: QueryPlan, deadline: Deadline) -> int | None:
+        """Each channel's depth for the namespace's size (`candidate_depth`), known from the
+        lexical statistics; None (the configured depth) without them or while they are down."""
+        if self.lexical is None or not self.depth_grows:
+            return None
+        try:
+            return self.recall.depth(plan, await self.lexical.memories(plan, deadline))
+        except Unavailable:
+            return None
 
     async def _dense(
         self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None, speakers: Sequence[str]

@@ -68,3 +68,7 @@ class LexicalIndex(Protocol):
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         """Which of `terms` any memory of the namespace holds."""
         ...
+
+    async def stats(self, namespace: Namespace) -> tuple[int, int]:
+        """(documents, total length) of a namespace; (0, 0) when it has none."""
+        ...
