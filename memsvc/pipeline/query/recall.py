@@ -46,7 +46,7 @@ def candidate_depth(candidates: int, limit: int, memories: int = 0) -> int:
     More than the limit: hydration filters and ranking reorder what comes back. And more as a
     user's memories grow: a fixed depth is a shrinking share of them, and the evidence of a
     question asked after 10,000 turns of other chats sat below 50 in one channel while the other
-    put it first. The square root keeps a small store at the configured depth (under 2,500
+    put it first. The square root keeps a small store at the configured depth (up to 2,500
     memories) and grows the cost of a search and its fusion slowly (100 at 10,000).
     """
     return max(candidates, limit * 3, math.isqrt(max(memories, 0)))
