@@ -292,7 +292,11 @@ async def build_components(
         bookkeep=BookkeepStage(recorder, result_cache),
         current=CurrentTruth(index),
         result_cache=result_cache,
-        lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
+        lexical=(
+            LexicalRecall(hasher, lexical_index, settings.recall_candidates, settings.lexical_common_terms_from)
+            if lexical_index
+            else None
+        ),
         rrf_k=settings.rrf_k,
         queries_rrf_k=settings.queries_rrf_k,
         # A local model already embeds on every core (see QueryPipeline).

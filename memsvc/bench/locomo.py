@@ -516,6 +516,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, help="write the numbers to this file")
     parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
     parser.add_argument(
+        "--conversations",
+        type=lambda text: [n.strip() for n in text.split(",") if n.strip()],
+        default=[],
+        help="use only these files (comma list of names without .json, e.g. 41,42)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="an empty directory to keep the loaded store in (default: a temporary one); each mode runs on a copy",
@@ -527,6 +533,8 @@ def run(args: argparse.Namespace) -> int:
     if modes is None:
         return 2
     conversations = load_conversations(args.data, args.limit_conversations)
+    if args.conversations:
+        conversations = [c for c in load_conversations(args.data) if c.name in args.conversations]
     if not conversations:
         print(f"no LoCoMo files (*.json) in {args.data}", file=sys.stderr)
         return 2

@@ -12,12 +12,12 @@ from memsvc.pipeline.query.recall import Candidate, candidate_depth
 from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import LexicalIndex
 
-# From this many memories on, a query term held by more than COMMON_SHARE of them is left out of
-# the scan and only adds its weight to the memories the other terms found: its IDF is small (1.6
-# at a fifth, 0.7 at half, against 9 for a term in one memory of 10,000) while its postings are
-# what the search reads most. A user's own name in every turn of a 10,000-turn history made one
-# search 50x slower. Below this size a whole scan is cheap, and nothing changes.
-COMMON_TERMS_FROM_MEMORIES = 2_000
+# From a namespace of `common_terms_from` memories (Settings.lexical_common_terms_from), a query
+# term held by more than COMMON_SHARE of them is left out of the scan and only adds its weight to
+# the memories the other terms found: its IDF is small (1.6 at a fifth, 0.7 at half, against 9 for
+# a term in one memory of 10,000) while its postings are what the search reads most. A user's own
+# name in every turn of a 10,000-turn history made one search 50x slower. In a small namespace a
+# whole scan is cheap, and nothing changes.
 COMMON_SHARE = 0.2
 
 
@@ -32,10 +32,10 @@ class LexicalRecall:
         hasher: TermHasher,
         index: LexicalIndex,
         candidates: int,
-        common_terms_from: int = COMMON_TERMS_FROM_MEMORIES,
+        common_terms_from: int = 2_000,
     ) -> None:
         """`common_terms_from`: the namespace size from which common query terms are left out
-        of the scan (COMMON_TERMS_FROM_MEMORIES)."""
+        of the scan (COMMON_SHARE)."""
         self._hasher = hasher
         self._index = index
         self._candidates = candidates
