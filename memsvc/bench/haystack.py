@@ -12,7 +12,7 @@ Together they hold about 3,500 turns. To reach N they are reused in cycles, newe
 is the chats as written, every later cycle gives each chat's people other names (drawn in order
 from HISTORY_NAMES, skipping the conversation's own people), replaced in the speaker names and,
 as whole words, in the text, and lies further back in time. Dates: every history session lies
-before the conversation's first session. Within a chat the sessions keep their relative spacing;
+before the conversation starts. Within a chat the sessions keep their relative spacing;
 chats are laid back to back, newest first, a day apart, so the conversation is the newest part of
 the user's memory. The history is the newest N turns of that sequence (the oldest session taken
 may be cut to its last turns), and it is written oldest first, one session per AddConversation

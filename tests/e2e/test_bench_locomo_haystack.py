@@ -15,7 +15,7 @@ from .test_bench_locomo import CONVERSATION
 
 pytestmark = pytest.mark.e2e
 
-# Another chat of the same shape; its second session repeats the asked conversation's evidence turn
+# Another chat of the same shape; its other session repeats the asked conversation's evidence turn
 # word for word, so in the `same` variant a history turn reads exactly like the evidence.
 OTHER = {
     "speaker_a": "Cleo",
