@@ -193,6 +193,15 @@ class Settings(BaseSettings):
     recency_half_life_days: float = 30.0
     usage_saturation: float = 10.0
     recall_candidates: int = 50
+    # A question that names speakers of the user's chats: dense recall looks this many times
+    # deeper and puts what involves them first (QueryPipeline._dense); 1 turns it off.
+    named_recall_depth_factor: int = Field(default=4, ge=1)
+    # Each channel recalls more as a user's memories grow: the square root of their count when
+    # that exceeds recall_candidates (recall.candidate_depth); False keeps recall_candidates.
+    recall_depth_grows: bool = True
+    # From this many memories in a namespace, a query term more than a fifth of them hold is not
+    # scanned by the lexical channel, only weighed on the other terms' hits (LexicalRecall).
+    lexical_common_terms_from: int = Field(default=2_000, ge=1)
     # Hybrid recall: the lexical channel (keyed-hash BM25) fused with dense recall by Reciprocal
     # Rank Fusion; k damps rank differences. The RRF paper's 60 was chosen for 1,000-deep runs;
     # our lists are about 50 deep and read from the top ten, so a smaller k keeps the difference

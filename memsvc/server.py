@@ -292,11 +292,17 @@ async def build_components(
         bookkeep=BookkeepStage(recorder, result_cache),
         current=CurrentTruth(index),
         result_cache=result_cache,
-        lexical=LexicalRecall(hasher, lexical_index, settings.recall_candidates) if lexical_index else None,
+        lexical=(
+            LexicalRecall(hasher, lexical_index, settings.recall_candidates, settings.lexical_common_terms_from)
+            if lexical_index
+            else None
+        ),
         rrf_k=settings.rrf_k,
         queries_rrf_k=settings.queries_rrf_k,
         # A local model already embeds on every core (see QueryPipeline).
         lexical_during_embedding=settings.embedding_provider != "local",
+        named_depth_factor=settings.named_recall_depth_factor,
+        depth_grows=settings.recall_depth_grows,
     )
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)

@@ -37,6 +37,8 @@ HIT_KS = (5, 10)
 # filler, repeats and long memories cost.
 TOKEN_BUDGETS = (200, 400)
 LIMIT = 20
+# How deep the share of history memories among the results is measured (the headline recall's k).
+HISTORY_K = 7
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
@@ -184,6 +186,8 @@ class ModeResult:
     groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in (*GROUP_ORDER, TURNS_ONLY)})
     latencies_ms: list[float] = field(default_factory=list)
     dropped_below_relevance: list[int] = field(default_factory=list)
+    # per question, the share of the first HISTORY_K results that came from the user's history
+    history_share: list[float] = field(default_factory=list)
     errors: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,6 +198,8 @@ class ModeResult:
         }
         asked = max(len(self.dropped_below_relevance), 1)
         out["dropped_below_relevance_per_query"] = round(sum(self.dropped_below_relevance) / asked, 3)
+        if self.history_share:
+            out[f"history_share@{HISTORY_K}"] = round(sum(self.history_share) / len(self.history_share), 4)
         return out
 
 
@@ -214,7 +220,9 @@ class IngestTimes:
     def as_dict(self) -> dict[str, float | int]:
         return {
             "calls": len(self.calls_ms),
+            "turns": sum(self.turns),
             "turns_per_call": round(sum(self.turns) / max(len(self.turns), 1), 1),
+            "ms_per_turn": round(sum(self.calls_ms) / max(sum(self.turns), 1), 2),
             "p50_ms": round(percentile(self.calls_ms, 50), 1),
             "p95_ms": round(percentile(self.calls_ms, 95), 1),
         }
@@ -247,6 +255,8 @@ class Loaded:
     evidence_of: Mapping[str, Sequence[str]]
     # the ids of the memories that are turns (not extracted memories or summaries)
     turn_ids: frozenset[str]
+    # the ids of what the user's earlier history left (turns, extracted memories, summaries)
+    history_ids: frozenset[str] = frozenset()
 
 
 def write_conversation(
@@ -332,6 +342,9 @@ def evaluate(
                     # The same answer with no credit for derived memories: what the turns alone found.
                     turns_only = [ids_ if i in loaded.turn_ids else [] for i, ids_ in zip(ids, ranked, strict=True)]
                     result.groups[TURNS_ONLY].add(turns_only, q.evidence, tokens)
+                    if loaded.history_ids:
+                        top = ids[:HISTORY_K]
+                        result.history_share.append(sum(i in loaded.history_ids for i in top) / max(len(top), 1))
                 progress(f"{mode}: {loaded.conversation.name} done")
         except ModeUnavailable as exc:
             skipped[mode] = str(exc)
@@ -480,8 +493,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="DIRECT's relevance floor for every question (default: the server's MEMSVC_MIN_RELEVANCE; 0 turns it off)",
     )
+    parser.add_argument(
+        "--haystack",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also ask each conversation after N turns of other chats written for the same user, fresh vs "
+        "own speakers vs the conversation's two people (memsvc/bench/haystack.py); --data-dir then keeps "
+        "one store per variant and asks a kept one again",
+    )
+    parser.add_argument(
+        "--haystack-variants",
+        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
+        default=["own", "same"],
+        help="comma list of history variants beside fresh: own, same (default both)",
+    )
+    parser.add_argument(
+        "--memorybank",
+        type=Path,
+        help="MemoryBank chats for the history (default: memorybank/memory_bank_en.json beside --data)",
+    )
     parser.add_argument("--json", type=Path, help="write the numbers to this file")
     parser.add_argument("--limit-conversations", type=int, default=0, help="use only the first N files")
+    parser.add_argument(
+        "--conversations",
+        type=lambda text: [n.strip() for n in text.split(",") if n.strip()],
+        default=[],
+        help="use only these files (comma list of names without .json, e.g. 41,42)",
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -494,6 +533,8 @@ def run(args: argparse.Namespace) -> int:
     if modes is None:
         return 2
     conversations = load_conversations(args.data, args.limit_conversations)
+    if args.conversations:
+        conversations = [c for c in load_conversations(args.data) if c.name in args.conversations]
     if not conversations:
         print(f"no LoCoMo files (*.json) in {args.data}", file=sys.stderr)
         return 2
@@ -506,6 +547,12 @@ def run(args: argparse.Namespace) -> int:
         f"removed {sum(c.evidence_removed for c in conversations)}",
         flush=True,
     )
+    if args.haystack > 0:
+        from memsvc.bench.haystack import run_haystack
+
+        if args.memorybank is None:
+            args.memorybank = args.data.parent / "memorybank" / "memory_bank_en.json"
+        return run_haystack(args, conversations, modes)
     if args.data_dir is not None and args.data_dir.exists() and any(args.data_dir.iterdir()):
         # Loading again into a kept store replays every turn, so nothing would be derived or scored.
         print(f"--data-dir {args.data_dir} is not empty: give a new or empty directory", file=sys.stderr)

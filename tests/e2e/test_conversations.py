@@ -551,3 +551,36 @@ def test_a_summary_goes_stale_when_what_it_quotes_is_superseded_or_deleted_and_f
     quoted = next(i for i in grown.summary.source_memory_ids if i != first.turns[1].id)
     server.writes.DeleteMemory(write_service_pb2.DeleteMemoryRequest(user_id="mel", id=quoted), metadata=server.md)
     assert get(summary.id).stale
+
+
+# Other people's chats about books before Melanie's: a user's long history.
+OTHERS_ON_BOOKS = [
+    ("Omar", "Rosa, which books have you read this year? I read three novels."),
+    ("Rosa", "I read 'Dune' and a book of short stories, both great reads."),
+    ("Omar", "I have read every book by Le Guin, the novels are wonderful."),
+    ("Rosa", "My book club read a mystery novel last month, I loved reading it."),
+    ("Omar", "Reading history books is my favourite way to spend a weekend."),
+    ("Rosa", "Have you read any good books lately? I need a new novel to read."),
+]
+MELANIE_ON_BOOKS = [
+    turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
+    turn("Finished 'Becoming' by Michelle Obama, so inspiring!", "Melanie", at=MAY_8_2023 + 60),
+]
+
+
+@pytest.mark.parametrize("depth_factor", [1, 4], ids=["meaning-alone", "named-first"])
+def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_the_same(
+    server_factory: ServerFactory, depth_factor: int
+) -> None:
+    s = server_factory(named_recall_depth_factor=depth_factor)
+    for n in range(4):
+        spoken = [
+            turn(text, name, at=MAY_8_2023 - (10 - n) * DAY + i) for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
+        ]
+        add_conversation(s, "long", f"older-{n}", spoken)
+    said = add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns[1]
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    found = query(s, "long", "What books has Melanie read?", filter=turns_only, limit=5)
+    ranked = [r.memory.id for r in found.memories]
+    # By meaning alone (the name is not embedded) two dozen turns about reading books outrank hers.
+    assert (said.id in ranked[:3]) == (depth_factor > 1)

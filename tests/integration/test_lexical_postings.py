@@ -331,3 +331,52 @@ def test_a_turn_is_posted_with_its_speakers_markers_outside_its_length(stores: S
     # BM25's lengths are the texts' own: the marker is not a word of the turn.
     words = hasher.bag("acme", text).length + hasher.bag("acme", "Caroline paints").length
     assert stores.run(stores.lexical.stats(ALICE)) == (2, words)
+
+
+def test_document_frequencies_count_the_namespaces_memories_holding_each_term(stores: Stores) -> None:
+    stores.add(ALICE, {1: 3, 2: 1})
+    stores.add(ALICE, {1: 1})
+    stores.add(BOB, {1: 1, 2: 1})
+    assert stores.run(stores.lexical.document_frequencies(ALICE, [1, 2, 9])) == (2, {1: 2, 2: 1})
+    assert stores.run(stores.lexical.document_frequencies(ALICE, [])) == (2, {})
+    assert stores.run(stores.lexical.document_frequencies(Namespace("acme", "default", "development", "x"), [1])) == (
+        0,
+        {},
+    )
+
+
+def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_found(stores: Stores) -> None:
+    """A user's own name in most of a long history: left out of the scan, it still tells apart
+    the memories the question's other words found, and a memory with nothing but the name is no
+    hit (it weighs little: IDF 0.1 here against 1.9 for "bassoon")."""
+    from memsvc.deadline import Deadline
+    from memsvc.pipeline.query.lexical import LexicalRecall
+
+    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
+    texts = [
+        "melanie plays the bassoon",
+        "melanie bought a new bassoon reed",
+        "the orchestra needs a bassoon",
+        *[f"melanie went for a walk number {i}" for i in range(20)],
+    ]
+    ids = [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
+
+    class Plan:
+        namespace = ALICE
+        limit = 10
+        memory_filter = MemoryFilter()
+
+    def hits(common_terms_from: int) -> list[tuple[str, float, float]]:
+        recall = LexicalRecall(hasher, stores.lexical, 30, common_terms_from=common_terms_from)
+        found = stores.run(recall.run(Plan(), "melanie bassoon", Deadline.after(10)))  # type: ignore[arg-type]
+        return [(c.memory_id, c.lexical_score, c.term_coverage) for c in found]
+
+    scanned = hits(common_terms_from=1_000)  # a small store: every term is scanned
+    split = hits(common_terms_from=5)
+    # The same order of what holds "bassoon"; the memories with the name alone are left out.
+    assert [m for m, _, _ in scanned][:3] == [m for m, _, _ in split]
+    assert {m for m, _, _ in split} == set(ids[:3])
+    assert {m for m, _, _ in scanned} == set(ids)  # the walks hold the name alone
+    # The coverage is over both terms either way: the reed memory holds all of the query.
+    assert dict((m, c) for m, _, c in split)[ids[1]] == pytest.approx(1.0)
+    assert dict((m, c) for m, _, c in split)[ids[2]] == pytest.approx(dict((m, c) for m, _, c in scanned)[ids[2]])

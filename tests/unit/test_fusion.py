@@ -9,7 +9,7 @@ from memsvc.domain.models import Memory, Namespace
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.rank import RankStage, absolute_relevance
-from memsvc.pipeline.query.recall import Candidate
+from memsvc.pipeline.query.recall import Candidate, candidate_depth
 
 
 def dense(*ids: str) -> list[Candidate]:
@@ -97,3 +97,12 @@ def test_absolute_relevance_is_the_stronger_of_meaning_and_words_whatever_the_st
     )
     assert lone.scored[0].breakdown.fused == pytest.approx(1.0)
     assert lone.scored[0].breakdown.relevance == pytest.approx(0.375)
+
+
+def test_each_channel_recalls_more_as_a_users_memories_grow() -> None:
+    # Unknown size or a small store: the configured depth, and three times the limit at least.
+    assert candidate_depth(50, 10, 0) == 50 and candidate_depth(50, 20, 0) == 60
+    assert candidate_depth(50, 10, 2_000) == 50
+    # A long history: the square root of the memories, so the depth grows slower than the store.
+    assert candidate_depth(50, 10, 10_400) == 101
+    assert candidate_depth(50, 10, 1_000_000) == 1_000

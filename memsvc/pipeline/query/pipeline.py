@@ -11,6 +11,7 @@ from opentelemetry.trace import Tracer
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal, RankedMemory
+from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
@@ -73,6 +74,8 @@ class QueryPipeline:
         queries_rrf_k: int,
         lexical: LexicalRecall | None = None,
         lexical_during_embedding: bool = True,
+        named_depth_factor: int = 4,
+        depth_grows: bool = True,
     ) -> None:
         """`lexical_during_embedding`: start the lexical search while the query is embedded. Right
         when embedding waits on a remote endpoint; wrong when a local model already keeps every
@@ -91,6 +94,10 @@ class QueryPipeline:
         # The fusion of a mode's several searches (retrieval/): a deeper k than the channels'.
         self.queries_rrf_k = queries_rrf_k
         self.lexical_during_embedding = lexical_during_embedding
+        # How much deeper dense recall looks when the question names speakers (`_dense`).
+        self.named_depth_factor = named_depth_factor
+        # Whether the channels' depth grows with the namespace's size (`_depth`).
+        self.depth_grows = depth_grows
 
     def plan(
         self, principal: Principal, request: QueryInput, report: QueryReport, default_limit: int | None = None
@@ -159,14 +166,18 @@ class QueryPipeline:
         searched by meaning, where the lexical channel exists. The names of the namespace's
         speakers are searched by their words only (`meaning_of`): `speakers`, the text's names
         that are speakers', when the caller looked them up already (`speakers_in`; empty: embed
-        every name), else looked up here.
+        every name), else looked up here; dense recall puts what involves them first (`_dense`).
         """
         if not dense and self.lexical is not None:
-            return await self._words_only(plan, text, report, deadline, k)
+            return await self._words_only(plan, text, report, deadline, k or await self._depth(plan, deadline))
+        # The namespace's size sets the depth: looked up while the query is embedded.
+        depth = asyncio.ensure_future(self._depth(plan, deadline)) if k is None else None
         lexical: asyncio.Future[list[Candidate]] | None = None
-        if self.lexical is not None and self.lexical_during_embedding:
-            lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
         try:
+            if self.lexical is not None and self.lexical_during_embedding:
+                if depth is not None:
+                    k = await depth
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             if speakers is None:
                 speakers = (await self.speakers_in(plan, [text], deadline))[0]
             meaning = self.meaning_of(text, speakers, report)
@@ -175,10 +186,12 @@ class QueryPipeline:
                 span.set_attribute("memsvc.embedding.cache_hit", qv.cache_hit)
                 if text == plan.query:
                     report.embedding_cache_hit = qv.cache_hit
+            if depth is not None:
+                k = await depth  # done by now, unless the lookup is slower than the embedding
             if self.lexical is not None and lexical is None:
                 lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             with stage_span(self.tracer, report, "recall") as span:
-                dense_call = self.recall.run(plan, qv.vector, deadline, k)
+                dense_call = self._dense(plan, qv.vector, deadline, k, speakers)
                 if lexical is None:
                     candidates = await dense_call
                 else:
@@ -191,8 +204,40 @@ class QueryPipeline:
                 span.set_attribute("memsvc.candidates.recalled", len(candidates))
             return candidates
         finally:
-            if lexical is not None and not lexical.done():
-                lexical.cancel()
+            for pending in (depth, lexical):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+
+    async def _depth(self, plan: QueryPlan, deadline: Deadline) -> int | None:
+        """Each channel's depth for the namespace's size (`candidate_depth`), known from the
+        lexical statistics; None (the configured depth) without them or while they are down."""
+        if self.lexical is None or not self.depth_grows:
+            return None
+        try:
+            return self.recall.depth(plan, await self.lexical.memories(plan, deadline))
+        except Unavailable:
+            return None
+
+    async def _dense(
+        self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None, speakers: Sequence[str]
+    ) -> list[Candidate]:
+        """Dense recall; for a question that names speakers, what involves them first.
+
+        The names are left out of what is embedded (`meaning_of`), so the meaning alone would
+        rank another person's chat about books level with the named person's. Among a deeper
+        list, the memories whose postings hold a named speaker (said by, to or about them) keep
+        their order ahead of the rest: where everything involves them (two people's only chat)
+        nothing moves; in a long history of other chats the named person's come first."""
+        depth = k or self.recall.depth(plan)
+        if not speakers or self.lexical is None or self.named_depth_factor <= 1:
+            return await self.recall.run(plan, vector, deadline, depth)
+        hits = await self.recall.run(plan, vector, deadline, depth * self.named_depth_factor)
+        try:
+            involved = await self.lexical.involving(plan, [c.memory_id for c in hits], speakers, deadline)
+        except Unavailable:
+            return hits[:depth]
+        ordered = [c for c in hits if c.memory_id in involved] + [c for c in hits if c.memory_id not in involved]
+        return [c._replace(dense_rank=i) for i, c in enumerate(ordered[:depth], start=1)]
 
     async def speakers_in(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
         """For each of `texts`, its names that the namespace's speakers go by, in one lookup of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from memsvc.deadline import Deadline
@@ -39,14 +40,28 @@ class Candidate(NamedTuple):
         )
 
 
+def candidate_depth(candidates: int, limit: int, memories: int = 0) -> int:
+    """How many candidates a channel recalls from a namespace of `memories` (0: unknown).
+
+    More than the limit: hydration filters and ranking reorder what comes back. And more as a
+    user's memories grow: a fixed depth is a shrinking share of them, and the evidence of a
+    question asked after 10,000 turns of other chats sat below 50 in one channel while the other
+    put it first. The square root keeps a small store at the configured depth (up to 2,500
+    memories) and grows the cost of a search and its fusion slowly (100 at 10,000).
+    """
+    return max(candidates, limit * 3, math.isqrt(max(memories, 0)))
+
+
 class RecallStage:
     def __init__(self, index: VectorIndex, candidates: int) -> None:
         self._index = index
         self._candidates = candidates
 
+    def depth(self, plan: QueryPlan, memories: int = 0) -> int:
+        return candidate_depth(self._candidates, plan.limit, memories)
+
     async def run(self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None = None) -> list[Candidate]:
-        # Recall more than the limit: hydration filters and ranking reorder what comes back.
-        k = k or max(self._candidates, plan.limit * 3)
+        k = k or self.depth(plan)
         hits = await deadline.run(
             self._index.search(plan.namespace, vector, k, plan.memory_filter),
             "the vector index",

@@ -68,3 +68,12 @@ class LexicalIndex(Protocol):
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         """Which of `terms` any memory of the namespace holds."""
         ...
+
+    async def stats(self, namespace: Namespace) -> tuple[int, int]:
+        """(documents, total length) of a namespace; (0, 0) when it has none."""
+        ...
+
+    async def document_frequencies(self, namespace: Namespace, terms: Sequence[int]) -> tuple[int, dict[int, int]]:
+        """The namespace's document count, and how many of its documents hold each of `terms`
+        (a term none holds is absent); one short read of the postings' primary key."""
+        ...

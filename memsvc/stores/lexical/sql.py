@@ -189,6 +189,20 @@ class SqlLexicalIndex:
 
         return await self._db.transact(present(), write=False, short=True)
 
+    async def document_frequencies(self, namespace: Namespace, terms: Sequence[int]) -> tuple[int, dict[int, int]]:
+        if not terms:
+            return (await self.stats(namespace))[0], {}
+        in_terms, values = self._sql.in_list("term", list(dict.fromkeys(terms)))
+        # Counted on the primary key (ns, term, memory_id) alone: no document is read.
+        sql = f"SELECT term, COUNT(*) FROM lexical_postings WHERE ns = %s AND {in_terms} GROUP BY term"
+
+        def frequencies() -> Program[tuple[int, dict[int, int]]]:
+            row = (yield q("SELECT docs FROM lexical_stats WHERE ns = %s", (namespace.digest,))).first()
+            rows = (yield q(sql, (namespace.digest, *values))).rows
+            return (0 if row is None else int(row[0])), {int(t): int(n) for t, n in rows}
+
+        return await self._db.transact(frequencies(), write=False, short=True)
+
     async def stats(self, namespace: Namespace) -> tuple[int, int]:
         """(documents, total length) of a namespace; (0, 0) when it has none."""
 
