@@ -66,7 +66,7 @@ from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.milvus import Client, MilvusVectorIndex, connect_milvus
+from memsvc.stores.vectors.milvus import Client, GraphIndex, MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
 from memsvc.tls import CertificateSource, describe_transport, server_certificates
 
@@ -240,6 +240,7 @@ async def build_components(
             timeout_s=settings.milvus_call_timeout_s,
             client_pem_path=settings.milvus_client_pem_path,
             client_key_path=settings.milvus_client_key_path,
+            exact_rows=settings.vector_exact_rows,
         )
 
     milvus = milvus_client()
@@ -259,6 +260,7 @@ async def build_components(
         reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,
         call_timeout_s=settings.milvus_call_timeout_s,
         read_your_writes=settings.milvus_read_your_writes,
+        graph=GraphIndex(settings.vector_hnsw_m, settings.vector_hnsw_ef_construction, settings.vector_hnsw_ef),
     )
     cipher = EnvelopeCipher(ring, store)
     codec = MemoryCodec(cipher)

@@ -33,6 +33,7 @@ from milvus_lite import CollectionSchema, DataType, FieldSchema, MilvusLite
 from milvus_lite.engine.collection import Collection
 from milvus_lite.exceptions import DataDirLockedError
 from milvus_lite.index.brute_force import BruteForceIndex
+from milvus_lite.index.faiss_hnsw import FaissHnswIndex
 from milvus_lite.search.filter import evaluate_mask
 from milvus_lite.search.indexed_filter import evaluate_segment_filter
 from milvus_lite.storage.memtable import MemTable
@@ -88,19 +89,36 @@ def _nearest_by_cosine(
 
     What the engine's brute force returns, up to float rounding, at 40 % of its cost or less: it
     copied the valid rows and their normalised form on every search and built its result in a
-    Python loop (242-392 us a segment of 155-1,000 rows, against 63-156 us here).
+    Python loop (242-392 us a segment of 155-1,000 rows, against 63-156 us here). A filter that
+    leaves few rows (one session of a large partition) scores those rows alone.
     """
+    rows = np.flatnonzero(valid) if valid.sum() * 2 < len(valid) else None
+    if rows is not None:
+        vectors = vectors[rows]
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
     query_norms = np.linalg.norm(queries, axis=1, keepdims=True)
     cosines = (queries / np.where(query_norms == 0, 1.0, query_norms)) @ vectors.T / np.where(norms == 0, 1.0, norms)
     distances = np.maximum(1.0 - cosines, 0.0)
-    distances[:, ~valid] = np.inf
+    if rows is None:
+        distances[:, ~valid] = np.inf
     k = min(limit, int(valid.sum()))
     out: list[list[tuple[float, int]]] = []
     for row_distances in distances:
         nearest = np.argpartition(row_distances, k - 1)[:k] if k < len(row_distances) else np.arange(k)
-        out.append([(float(row_distances[i]), int(i)) for i in nearest])
+        if rows is None:
+            out.append([(float(row_distances[i]), int(i)) for i in nearest])
+        else:
+            out.append([(float(row_distances[i]), int(rows[i])) for i in nearest])
     return out
+
+
+# A segment with a graph index (HNSW) and at most this many rows the filter keeps is scored
+# exactly, the graph left aside: a user's newest memories sit in small segments (compaction
+# merges them into large ones later), and a narrow filter (one session) leaves few rows, where a
+# graph walk that must skip most nodes loses recall. Exact scoring costs about 0.3 us a row.
+DEFAULT_EXACT_ROWS = 5_000
+# HNSW's search breadth when the search names none (it returns at most this many rows).
+_DEFAULT_EF = 64
 
 
 def _memtable_snapshot(
@@ -166,6 +184,7 @@ def _search_ids(
     expression: str,
     partitions: list[str] | None,
     params: dict[str, Any] | None,
+    exact_rows: int = DEFAULT_EXACT_ROWS,
 ) -> list[list[dict[str, Any]]] | None:
     """`Collection.search` of a dense COSINE field for ids and distances only, or None where the
     engine's own search must answer (a source holding an id twice, a vector column not of float32).
@@ -177,7 +196,10 @@ def _search_ids(
     20 ms. This takes the same snapshot and filter masks, finds the rows that are not the latest
     version of their id, or are deleted, by intersecting the sources' id sets (each a dict the
     engine keeps) instead of walking every row, and ranks a FLAT segment's rows itself
-    (`_nearest_by_cosine`); another kind of index is searched as the engine would.
+    (`_nearest_by_cosine`). A segment with a graph index (HNSW) is searched through it when the
+    filter keeps more than `exact_rows` of its rows (breadth: `params`' "ef", at least `limit`),
+    exactly otherwise; any other
+    kind of index is searched as the engine would.
     tests/integration/test_embedded_milvus.py checks it against `Collection.search`.
     """
     collection._require_loaded()
@@ -216,6 +238,7 @@ def _search_ids(
                 if deletes[pk] > seqs[source][rows[pk]]:
                     valid[source][rows[pk]] = False
     queries = np.asarray(vectors, dtype=np.float32)
+    graph_params = {**(params or {}), "ef": max(int((params or {}).get("ef", _DEFAULT_EF)), limit)}
     found: list[list[tuple[float, int, int]]] = [[] for _ in range(len(queries))]
     for source, mask in enumerate(valid):
         if source < len(sealed):
@@ -231,11 +254,19 @@ def _search_ids(
                 mask &= extra.astype(bool)
         if not mask.any():
             continue
-        if index is None or (isinstance(index, BruteForceIndex) and index.metric == metric):
+        exact = index is None or (isinstance(index, BruteForceIndex) and index.metric == metric)
+        if isinstance(index, FaissHnswIndex) and index.metric == metric:
+            exact = int(mask.sum()) <= exact_rows
+        if exact:
             for q, nearest in enumerate(_nearest_by_cosine(source_vectors, queries, mask, limit)):
                 found[q] += [(distance, source, row) for distance, row in nearest]
             continue
-        local_ids, distances = index.search(queries, limit, valid_mask=None if mask.all() else mask, params=params)
+        local_ids, distances = index.search(
+            queries,
+            limit,
+            valid_mask=None if mask.all() else mask,
+            params=graph_params if isinstance(index, FaissHnswIndex) else params,
+        )
         for q, (ids, dists) in enumerate(zip(local_ids, distances, strict=True)):
             found[q] += [(float(d), source, int(i)) for i, d in zip(ids, dists, strict=True) if i >= 0]
     # Ties fall as the engine breaks them: by source, then row. COSINE is reported as similarity.
@@ -243,6 +274,15 @@ def _search_ids(
         [{"id": pks[source][row], "distance": 1.0 - distance} for distance, source, row in sorted(hits)[:limit]]
         for hits in found
     ]
+
+
+def _create_indexes(collection: Collection, index_params: IndexParams | None) -> None:
+    for index in index_params or ():
+        configs = dict(index.get_index_configs())
+        metric = configs.pop("metric_type", None)
+        collection.create_index(
+            index.field_name, {"index_type": index.index_type, "metric_type": metric, "params": configs}
+        )
 
 
 @dataclass(frozen=True)
@@ -289,8 +329,10 @@ _ENGINES = _SharedEngines()
 class EmbeddedMilvus:
     """A Milvus Lite data directory opened in this process, behind `MilvusClient`'s call shapes."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, exact_rows: int = DEFAULT_EXACT_ROWS) -> None:
+        """`exact_rows`: see DEFAULT_EXACT_ROWS."""
         self._path = os.path.abspath(data_dir)
+        self._exact_rows = exact_rows
         try:
             self._engine = _guarded(lambda: _ENGINES.acquire(self._path))
         except MilvusException as exc:
@@ -345,12 +387,7 @@ class EmbeddedMilvus:
     ) -> None:
         def create(db: MilvusLite) -> None:
             collection = db.create_collection(collection_name, _lite_schema(schema), properties=properties or None)
-            for index in index_params or ():
-                configs = dict(index.get_index_configs())
-                metric = configs.pop("metric_type", None)
-                collection.create_index(
-                    index.field_name, {"index_type": index.index_type, "metric_type": metric, "params": configs}
-                )
+            _create_indexes(collection, index_params)
             collection.load()
 
         self._run(create)
@@ -361,6 +398,34 @@ class EmbeddedMilvus:
 
     def load_collection(self, collection_name: str, **_: Any) -> None:
         self._on_collection(collection_name, lambda c: c.load())
+
+    def release_collection(self, collection_name: str, **_: Any) -> None:
+        self._on_collection(collection_name, lambda c: c.release())
+
+    def describe_index(self, collection_name: str, index_name: str, **_: Any) -> dict[str, Any]:
+        """The index on field `index_name` (Milvus Lite names an index by its field): its type,
+        metric and build parameters, flat as MilvusClient returns them; {} without one."""
+
+        def describe(c: Collection) -> dict[str, Any]:
+            info = c.get_index_info(index_name) if c.has_index(index_name) else None
+            if not info:
+                return {}
+            return {
+                **dict(info.get("build_params") or {}),
+                "field_name": index_name,
+                "index_type": info.get("index_type"),
+                "metric_type": info.get("metric_type"),
+            }
+
+        return self._on_collection(collection_name, describe)
+
+    def drop_index(self, collection_name: str, index_name: str, **_: Any) -> None:
+        self._on_collection(collection_name, lambda c: c.drop_index(index_name))
+
+    def create_index(self, collection_name: str, index_params: IndexParams, **_: Any) -> None:
+        """Records the index; a loaded collection builds it for every segment there and then."""
+
+        self._on_collection(collection_name, lambda c: _create_indexes(c, index_params))
 
     def has_partition(self, collection_name: str, partition_name: str, **_: Any) -> bool:
         return self._on_collection(collection_name, lambda c: bool(c.has_partition(partition_name)))
@@ -417,7 +482,7 @@ class EmbeddedMilvus:
 
         def search(c: Collection) -> list[list[dict[str, Any]]]:
             if output_fields == [c.pk_field] and params.get("metric_type") == "COSINE" and c._vector_name:
-                found = _search_ids(c, data, limit, filter, partition_names, params.get("params"))
+                found = _search_ids(c, data, limit, filter, partition_names, params.get("params"), self._exact_rows)
                 if found is not None:
                     return found
             hits: list[list[dict[str, Any]]] = c.search(
