@@ -217,6 +217,10 @@ class Settings(BaseSettings):
     # Memories are short (a dialogue turn is about 14 terms), so full length normalisation
     # (0.75) over-rewards two-word memories that happen to hold a query term.
     bm25_b: float = 0.5
+    # In a namespace of more than 5,000 memories a lexical search reads at most this many
+    # postings of each query term, the newest, and scores its best candidates exactly over every
+    # term: its cost no longer follows the longest posting lists (memsvc/stores/lexical/sql.py).
+    lexical_term_postings: int = Field(default=500, ge=50)
 
     # Memory lifecycle: deduplication, contradictions, decay, tiers, expiry (the maintenance job)
     # How often the in-process scheduler runs maintenance; 0 disables it (a CronJob runs

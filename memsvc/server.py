@@ -94,8 +94,18 @@ def build_lexical_index(settings: Settings) -> SqliteLexicalIndex | PostgresLexi
         return None
     bm25 = Bm25(settings.bm25_k1, settings.bm25_b)
     if settings.uses_postgres:
-        return PostgresLexicalIndex(settings.record_store_url, bm25, timeout_s=settings.record_store_timeout_s)
-    return SqliteLexicalIndex(settings.sqlite_path, bm25, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+        return PostgresLexicalIndex(
+            settings.record_store_url,
+            bm25,
+            timeout_s=settings.record_store_timeout_s,
+            term_postings=settings.lexical_term_postings,
+        )
+    return SqliteLexicalIndex(
+        settings.sqlite_path,
+        bm25,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        term_postings=settings.lexical_term_postings,
+    )
 
 
 def build_embedder(settings: Settings) -> Embedder:
