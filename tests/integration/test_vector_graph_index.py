@@ -92,6 +92,17 @@ def test_a_large_segment_is_searched_through_its_graph_close_to_exact(graph_clie
         assert np.all(np.diff(sims) <= 1e-5), "hits come best first"
 
 
+def test_a_broad_filter_on_a_large_segment_walks_the_graph_over_the_rows_it_keeps(graph_client: EmbeddedMilvus) -> None:
+    stored = _vectors(ROWS, 8)
+    _load(graph_client, stored)
+    kept = np.flatnonzero(np.arange(ROWS) % 50 != 7)
+    queries = stored[np.arange(7, ROWS, 50)[:20]]  # each query is a dropped row itself: its nearest
+    found = [_search(graph_client, q, 'session_id != "s7"') for q in queries]
+    assert all(i % 50 != 7 for hits in found for i in hits), "the filter applies"
+    exact = [_exact(stored, q, kept) for q in queries]
+    assert np.mean([len(set(f) & set(e)) / LIMIT for f, e in zip(found, exact, strict=True)]) >= 0.97
+
+
 def test_a_narrow_filter_on_a_large_segment_is_searched_exactly(graph_client: EmbeddedMilvus) -> None:
     stored = _vectors(ROWS, 3)
     _load(graph_client, stored)
