@@ -218,11 +218,16 @@ class SqlLexicalIndex:
         values: Sequence[Any],
         include_inactive: bool,
     ) -> list[LexicalHit]:
-        """A large namespace's search (capped_bm25_sql): the IDFs from `lexical_terms`, then one query."""
+        """A large namespace's search: the document frequencies of its terms from `lexical_terms`;
+        the exact query when all their postings number no more than the cap for each term, else
+        capped_bm25_sql."""
         terms = list(query)
         in_terms, term_values = self._sql.in_list("term", terms)
         k1, b = self._bm25.k1, self._bm25.b
         sql = capped_bm25_sql(len(terms), where, active_only=not include_inactive)
+        exact_sql = bm25_sql(len(terms), where, active_only=not include_inactive)
+        exact_params: list[Any] = [v for term, count in query.items() for v in (term, count)]
+        exact_params += [k1, b, digest, digest, digest, *values, limit]
 
         def search() -> Program[list[LexicalHit]]:
             stats = (yield q("SELECT docs, total_length FROM lexical_stats WHERE ns = %s", (digest,))).first()
@@ -233,6 +238,10 @@ class SqlLexicalIndex:
                 self._large.discard(digest)  # shrunk (deletions): the exact search serves it again
             found = yield q(f"SELECT term, df FROM lexical_terms WHERE ns = %s AND {in_terms}", (digest, *term_values))
             df = {int(r[0]): int(r[1]) for r in found.rows}
+            if sum(df.values()) <= self._term_postings * len(terms):
+                # All the postings cost no more than the capped read: the exact search.
+                rows = (yield q(exact_sql, (*exact_params,))).rows
+                return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
             # Lucene's IDF, as bm25_sql: a term no memory has weighs the most.
             idf = {t: query[t] * math.log(1.0 + (docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
             params: list[Any] = [v for t in terms for v in (digest, t, self._term_postings)]
