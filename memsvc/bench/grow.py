@@ -130,10 +130,9 @@ class GrowingUser:
         self._turns += len(conversation.turns)
 
     def count(self) -> int:
-        from memsvc.domain.models import Namespace
+        from memsvc.bench.scaling import stored_memories
 
-        namespace = Namespace("bench", "default", "development", self._user)  # BenchServer's key
-        return int(self._bench.loop.run(self._bench.components.index.count(namespace)))
+        return stored_memories(self._bench, self._user)
 
     def grow_to(self, target: int, check_every: int = 25) -> tuple[int, float]:
         """Write filler sessions until the user holds `target` memories; (memories, seconds)."""

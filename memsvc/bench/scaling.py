@@ -82,6 +82,13 @@ def _measure(bench: BenchServer, users: list[str], args: argparse.Namespace, see
     return LatencySummary.of(result)
 
 
+def stored_memories(bench: BenchServer, user: str) -> int:
+    from memsvc.domain.models import Namespace
+
+    namespace = Namespace("bench", "default", "development", user)  # BenchServer's key
+    return int(bench.loop.run(bench.components.index.count(namespace)))
+
+
 def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
     """One user whose partition grows through each size in --memories."""
     bench = BenchServer.start(milvus_uri=args.milvus_uri)
@@ -102,6 +109,9 @@ def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> No
             loaded = target
             summary = _measure(bench, user, args, args.seed + 100 + step)
             points.append(_point("memories", 1, target, summary, time.perf_counter() - started))
+            # The synthetic texts repeat (templates): the write path confirms a repeat instead of
+            # storing it again, so the user holds fewer memories than were written.
+            points[-1]["stored"] = stored_memories(bench, user[0])
             _print_point(points[-1])
     finally:
         bench.stop()
@@ -184,7 +194,8 @@ def _row(p: dict[str, Any]) -> str:
 
 
 def _print_point(p: dict[str, Any]) -> None:
-    print(f"  {_row(p)}  (loaded in {p['load_s']:.0f} s)", flush=True)
+    stored = f", {p['stored']:,} stored" if "stored" in p else ""
+    print(f"  {_row(p)}  (loaded in {p['load_s']:.0f} s{stored})", flush=True)
 
 
 def plot(points: list[dict[str, Any]], path: Path) -> None:

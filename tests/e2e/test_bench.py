@@ -116,6 +116,8 @@ def test_bench_scaling_prints_both_curves_and_draws_them(tmp_path: Path, capsys:
         assert p["queries"] == 10 and p["errors"] == {}
         assert 0 < p["p50_ms"] <= p["p95_ms"] <= p["p99_ms"]
         assert p["recall_p50_ms"] > 0 and p["qps"] > 0
+        if p["curve"] == "memories":
+            assert 0 < p["stored"] <= p["memories_per_user"], "written repeats are confirmed, not stored"
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     printed = capsys.readouterr().out
     assert "recall p50" in printed and f"plot: {png}" in printed
