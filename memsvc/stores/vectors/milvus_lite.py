@@ -485,6 +485,11 @@ class EmbeddedMilvus:
     def drop_partition(self, collection_name: str, partition_name: str, **_: Any) -> None:
         self._on_collection(collection_name, lambda c: c.drop_partition(partition_name))
 
+    def wait_for_maintenance(self, collection_name: str) -> None:
+        """Return once the engine's background work on the collection is done: merging sealed
+        segments and building their graphs (a benchmark measures the steady state after it)."""
+        self._on_collection(collection_name, lambda c: c._wait_for_bg())
+
     def release_partitions(self, collection_name: str, partition_names: Sequence[str], **_: Any) -> None:
         """Milvus Lite drops a loaded partition directly; nothing to release."""
 
