@@ -97,6 +97,17 @@ class Settings(BaseSettings):
     # write to it, at most one flush per collection in that time; 0 leaves sealing to the
     # server, which seals a user's small partition only after a day (see MilvusVectorIndex).
     milvus_seal_delay_s: float = Field(default=60.0, ge=0.0)
+    # A user's vectors are searched through an HNSW graph (both engines; on Milvus Lite one per
+    # segment, built by the engine when it seals or merges one), so a search does not follow the
+    # user's memory count (docs/performance.md, "Scaling"). On Milvus Lite a segment of at most
+    # `vector_exact_rows` rows the filter keeps is scored exactly instead: the newest memories
+    # (small segments) and narrow filters. `vector_hnsw_ef` is the search breadth (raised to the
+    # limit where that is larger): recall@50 against exact search 0.99 on this model's vectors.
+    # M and efConstruction apply to collections created from then on.
+    vector_hnsw_m: int = Field(default=16, ge=4, le=64)
+    vector_hnsw_ef_construction: int = Field(default=100, ge=8)
+    vector_hnsw_ef: int = Field(default=128, ge=1)
+    vector_exact_rows: int = Field(default=5_000, ge=0)
     # Milvus caps partitions per collection at 1,024 (with `_default`); users spill into shards.
     partitions_per_collection: int = 1000
     partition_key_partitions: int = 64
@@ -215,6 +226,10 @@ class Settings(BaseSettings):
     # Memories are short (a dialogue turn is about 14 terms), so full length normalisation
     # (0.75) over-rewards two-word memories that happen to hold a query term.
     bm25_b: float = 0.5
+    # In a namespace of more than 5,000 memories a lexical search reads at most this many
+    # postings of each query term, the newest, and scores its best candidates exactly over every
+    # term: its cost no longer follows the longest posting lists (memsvc/stores/lexical/sql.py).
+    lexical_term_postings: int = Field(default=500, ge=50)
 
     # Memory lifecycle: deduplication, contradictions, decay, tiers, expiry (the maintenance job)
     # How often the in-process scheduler runs maintenance; 0 disables it (a CronJob runs

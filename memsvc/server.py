@@ -66,7 +66,7 @@ from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.base import RecordStore
 from memsvc.stores.records.sqlite import SqliteRecordStore
-from memsvc.stores.vectors.milvus import Client, MilvusVectorIndex, connect_milvus
+from memsvc.stores.vectors.milvus import Client, GraphIndex, MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
 from memsvc.tls import CertificateSource, describe_transport, server_certificates
 
@@ -94,8 +94,18 @@ def build_lexical_index(settings: Settings) -> SqliteLexicalIndex | PostgresLexi
         return None
     bm25 = Bm25(settings.bm25_k1, settings.bm25_b)
     if settings.uses_postgres:
-        return PostgresLexicalIndex(settings.record_store_url, bm25, timeout_s=settings.record_store_timeout_s)
-    return SqliteLexicalIndex(settings.sqlite_path, bm25, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+        return PostgresLexicalIndex(
+            settings.record_store_url,
+            bm25,
+            timeout_s=settings.record_store_timeout_s,
+            term_postings=settings.lexical_term_postings,
+        )
+    return SqliteLexicalIndex(
+        settings.sqlite_path,
+        bm25,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        term_postings=settings.lexical_term_postings,
+    )
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -240,6 +250,7 @@ async def build_components(
             timeout_s=settings.milvus_call_timeout_s,
             client_pem_path=settings.milvus_client_pem_path,
             client_key_path=settings.milvus_client_key_path,
+            exact_rows=settings.vector_exact_rows,
         )
 
     milvus = milvus_client()
@@ -259,6 +270,7 @@ async def build_components(
         reconnect_backoff_max_s=settings.milvus_reconnect_backoff_max_s,
         call_timeout_s=settings.milvus_call_timeout_s,
         read_your_writes=settings.milvus_read_your_writes,
+        graph=GraphIndex(settings.vector_hnsw_m, settings.vector_hnsw_ef_construction, settings.vector_hnsw_ef),
     )
     cipher = EnvelopeCipher(ring, store)
     codec = MemoryCodec(cipher)

@@ -27,6 +27,7 @@ from memsvc import eventloop
 from memsvc.bench.cpu import ServerCpu
 from memsvc.bench.synthetic import memory_texts
 from memsvc.pipeline.context import QueryMode
+from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 from memsvc.tls import ClientTls
 
 if TYPE_CHECKING:
@@ -253,6 +254,12 @@ class BenchServer:
         # seal of 20,000 rows, searches cost the most at 7-8 s (the hand-off) and the sealed
         # segments' cost from about 15-20 s on (milvus-server 2.3.5, 2 cores).
         time.sleep(seal_s + (0.5 if settings.is_embedded_milvus else 20.0))
+        client = self.components.index.client
+        if isinstance(client, EmbeddedMilvus):
+            # Milvus Lite merges sealed segments and builds their graphs in a thread of its own
+            # after a flush: a merge of tens of thousands of rows takes seconds to minutes.
+            for name in client.list_collections():
+                client.wait_for_maintenance(name)
 
 
 @dataclass(frozen=True)

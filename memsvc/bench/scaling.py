@@ -15,6 +15,7 @@ from memsvc.bench.harness import (
     load_memories,
     machine,
     milvus_server_uri,
+    percentile,
     user_ids,
     vector_engine,
 )
@@ -37,6 +38,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=Path("docs/scaling.png"), help="where to draw the PNG")
     parser.add_argument("--json", type=Path, help="write every point as JSON to this file")
     parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument(
+        "--conversation-memories",
+        type=_ints,
+        default=[],
+        help="memories of one user grown through AddConversation of real dialogue, for the third curve "
+        "(memsvc/bench/grow.py; slow: about 2 ms of server CPU per memory written)",
+    )
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="LoCoMo and MemoryBank files")
+    parser.add_argument("--probe-questions", type=int, default=100, help="LoCoMo questions asked at each point")
+    parser.add_argument(
+        "--add-sessions", type=int, default=10, help="20-turn AddConversation calls timed at each point"
+    )
     add_milvus_uri_argument(parser)
 
 
@@ -69,6 +82,13 @@ def _measure(bench: BenchServer, users: list[str], args: argparse.Namespace, see
     return LatencySummary.of(result)
 
 
+def stored_memories(bench: BenchServer, user: str) -> int:
+    from memsvc.domain.models import Namespace
+
+    namespace = Namespace("bench", "default", "development", user)  # BenchServer's key
+    return int(bench.loop.run(bench.components.index.count(namespace)))
+
+
 def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
     """One user whose partition grows through each size in --memories."""
     bench = BenchServer.start(milvus_uri=args.milvus_uri)
@@ -89,8 +109,53 @@ def memories_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> No
             loaded = target
             summary = _measure(bench, user, args, args.seed + 100 + step)
             points.append(_point("memories", 1, target, summary, time.perf_counter() - started))
+            # The synthetic texts repeat (templates): the write path confirms a repeat instead of
+            # storing it again, so the user holds fewer memories than were written.
+            points[-1]["stored"] = stored_memories(bench, user[0])
             _print_point(points[-1])
     finally:
+        bench.stop()
+
+
+def conversation_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
+    """One user whose history grows through AddConversation, measured at each --conversation-memories."""
+    from memsvc.bench.grow import GrowingUser, measure_point
+
+    bench = BenchServer.start(milvus_uri=args.milvus_uri)
+    grower = GrowingUser(bench, args.data, "grown-user", args.seed)
+    try:
+        # The empty store's AddConversation, the reference for every later point.
+        empty_ms = grower.add_conversation_ms(args.add_sessions)
+        grower.write_probe()
+        bench.settle()
+        for target in sorted(args.conversation_memories):
+            before = grower.count()
+            memories, load_s = grower.grow_to(target)
+            growth = measure_point(
+                grower, bench, memories, load_s, queries=args.probe_questions, sessions=args.add_sessions
+            )
+            summary = growth.query
+            point = _point("conversation", 1, memories, summary, load_s)
+            point.update(
+                memories_per_s=round((memories - before) / load_s, 1) if load_s > 0 else 0.0,
+                turns_written=growth.turns_written,
+                probe_recall=growth.recall,
+                add_conversation_p50_ms=round(growth.add_conversation_p50_ms, 1),
+                add_conversation_p95_ms=round(growth.add_conversation_p95_ms, 1),
+                add_conversation_empty_p50_ms=round(percentile(empty_ms, 50), 1),
+                disk_bytes=growth.disk_bytes,
+                disk_bytes_per_memory={k: round(v / max(memories, 1)) for k, v in growth.disk_bytes.items()},
+            )
+            points.append(point)
+            _print_point(point)
+            print(
+                f"    recall {growth.recall}; AddConversation ({args.add_sessions} x 20 turns) p50 "
+                f"{point['add_conversation_p50_ms']} ms (empty store {point['add_conversation_empty_p50_ms']} ms); "
+                f"{point['memories_per_s']} memories/s written; bytes per memory {point['disk_bytes_per_memory']}",
+                flush=True,
+            )
+    finally:
+        grower.close()
         bench.stop()
 
 
@@ -118,18 +183,19 @@ def users_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -> None:
         bench.stop()
 
 
-HEADER = f"{'curve':<9}{'users':>7}{'mem/user':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'recall p50':>12}{'q/s':>8}"
+HEADER = f"{'curve':<13}{'users':>7}{'mem/user':>10}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'recall p50':>12}{'q/s':>8}"
 
 
 def _row(p: dict[str, Any]) -> str:
     return (
-        f"{p['curve']:<9}{p['users']:>7}{p['memories_per_user']:>10}{p['p50_ms']:>9.2f}{p['p95_ms']:>9.2f}"
+        f"{p['curve']:<13}{p['users']:>7}{p['memories_per_user']:>10}{p['p50_ms']:>9.2f}{p['p95_ms']:>9.2f}"
         f"{p['p99_ms']:>9.2f}{p['recall_p50_ms']:>12.2f}{p['qps']:>8.1f}"
     )
 
 
 def _print_point(p: dict[str, Any]) -> None:
-    print(f"  {_row(p)}  (loaded in {p['load_s']:.0f} s)", flush=True)
+    stored = f", {p['stored']:,} stored" if "stored" in p else ""
+    print(f"  {_row(p)}  (loaded in {p['load_s']:.0f} s{stored})", flush=True)
 
 
 def plot(points: list[dict[str, Any]], path: Path) -> None:
@@ -138,10 +204,11 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     for ax, curve, x_key, title in (
         (axes[0], "memories", "memories_per_user", "One user, growing partition"),
         (axes[1], "users", "users", "Growing users, fixed memories per user"),
+        (axes[2], "conversation", "memories_per_user", "One user grown by AddConversation"),
     ):
         rows = sorted((p for p in points if p["curve"] == curve), key=lambda p: p[x_key])
         if not rows:
@@ -159,7 +226,7 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
         ax.minorticks_off()
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:,}" for x in xs])
-        ax.set_xlabel("memories per user" if curve == "memories" else f"users ({rows[0]['memories_per_user']} each)")
+        ax.set_xlabel(f"users ({rows[0]['memories_per_user']} each)" if curve == "users" else "memories per user")
         ax.set_ylabel("latency (ms)")
         ax.set_ylim(bottom=0)
         ax.set_title(title)
@@ -182,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
         memories_curve(args, points)
     if args.users:
         users_curve(args, points)
+    if args.conversation_memories:
+        conversation_curve(args, points)
     print()
     print(HEADER)
     for p in points:

@@ -116,6 +116,64 @@ def test_bench_scaling_prints_both_curves_and_draws_them(tmp_path: Path, capsys:
         assert p["queries"] == 10 and p["errors"] == {}
         assert 0 < p["p50_ms"] <= p["p95_ms"] <= p["p99_ms"]
         assert p["recall_p50_ms"] > 0 and p["qps"] > 0
+        if p["curve"] == "memories":
+            assert 0 < p["stored"] <= p["memories_per_user"], "written repeats are confirmed, not stored"
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     printed = capsys.readouterr().out
     assert "recall p50" in printed and f"plot: {png}" in printed
+
+
+def _tiny_dialogue_data(root: Path) -> Path:
+    """A LoCoMo-format probe conversation, a second one and a MemoryBank file: 24 filler turns."""
+    (root / "locomo").mkdir(parents=True)
+    (root / "memorybank").mkdir()
+    probe = {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I play the bassoon in a community orchestra now."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "I started volunteering at the greyhound rescue."},
+        ],
+        "qa": [{"question": "What does Ana play?", "answer": "bassoon", "evidence": ["D1:1"], "category": 4}],
+    }
+    other = {
+        "speaker_a": "Cy",
+        "speaker_b": "Di",
+        "session_1_date_time": "9:00 am on 1 July, 2023",
+        "session_1": [
+            {"speaker": "Cy" if i % 2 else "Di", "dia_id": f"D1:{i}", "text": f"Day {i} of the canal walk was windy."}
+            for i in range(1, 13)
+        ],
+        "qa": [],
+    }
+    bank = {
+        "Emily": {
+            "name": "Emily",
+            "history": {
+                "2023-04-27": [
+                    {"query": f"I tried recipe number {i} today.", "response": f"How did recipe {i} turn out?"}
+                    for i in range(6)
+                ]
+            },
+        }
+    }
+    (root / "locomo" / "00-probe.json").write_text(json.dumps(probe))
+    (root / "locomo" / "01-other.json").write_text(json.dumps(other))
+    (root / "memorybank" / "memory_bank_en.json").write_text(json.dumps(bank))
+    return root
+
+
+def test_bench_scaling_grows_one_user_through_add_conversation(tmp_path: Path) -> None:
+    out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
+    data = _tiny_dialogue_data(tmp_path / "data")
+    argv = ["bench", "scaling", "--memories", "", "--users", "", "--conversation-memories", "30"]
+    argv += ["--data", str(data), "--probe-questions", "1", "--add-sessions", "2", "--queries", "5"]
+    assert main([*argv, "--plot", str(png), "--json", str(out)]) == 0
+    [point] = json.loads(out.read_text())
+    assert point["curve"] == "conversation" and point["memories_per_user"] >= 30
+    assert point["queries"] == 1 and point["errors"] == {} and point["recall_p50_ms"] > 0
+    assert point["probe_recall"]["n"] == 1 and point["probe_recall"]["hit@10"] == 1.0
+    assert point["add_conversation_p50_ms"] > 0 and point["add_conversation_empty_p50_ms"] > 0
+    assert point["turns_written"] >= 2 + 2 * 20  # the probe, at least one filler session, the timed ones
+    assert all(point["disk_bytes"][part] > 0 for part in ("records", "lexical", "vectors"))

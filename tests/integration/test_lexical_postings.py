@@ -26,7 +26,7 @@ from memsvc.domain.models import (
 from memsvc.memories.codec import with_plaintext
 from memsvc.memories.indexer import LexicalWriter
 from memsvc.stores.lexical.analysis import TermHasher
-from memsvc.stores.lexical.base import Bm25, LexicalDoc
+from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit
 from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sql import bm25_sql
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
@@ -79,6 +79,7 @@ def row(
 class Stores:
     def __init__(self, path: Path | None = None, url: str = "") -> None:
         self.loop = asyncio.new_event_loop()
+        self.url = url
         self.records: Any
         self.lexical: Any
         if url:
@@ -235,6 +236,12 @@ def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) 
             yield q("DROP FUNCTION memsvc_memory_status_lexical()")
         yield q("ALTER TABLE lexical_docs DROP COLUMN active")
         yield q("ALTER TABLE memories DROP COLUMN acknowledgement")  # migration 10's
+        for trigger in ("lexical_postings_inserted", "lexical_postings_deleted"):  # migration 11's
+            yield q(f"DROP TRIGGER {trigger}" + (" ON lexical_postings" if postgres else ""))
+        if postgres:
+            yield q("DROP FUNCTION memsvc_lexical_posting_inserted()")
+            yield q("DROP FUNCTION memsvc_lexical_posting_deleted()")
+        yield q("DROP TABLE lexical_terms")
         yield q("DELETE FROM schema_migrations WHERE version >= 8")
         for memory in (archived, active):
             yield q("INSERT INTO lexical_docs (memory_id, ns, length) VALUES (%s, %s, 1)", (memory.id, ALICE.digest))
@@ -245,6 +252,7 @@ def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) 
     stores.run(stores.records.insert_memories([archived, active]))
     stores.run(stores.records._write(before()))
     assert stores.run(stores.records.migrate()) == undone
+    assert _document_frequencies(stores, ALICE) == {5: (2, 2)}, "counted from the postings"
     assert [m for m, _ in stores.search(ALICE, {5: 1})] == [active.id]
     found = {m for m, _ in stores.search(ALICE, {5: 1}, MemoryFilter(include_inactive=True))}
     assert found == {archived.id, active.id}
@@ -380,3 +388,74 @@ def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_
     # The coverage is over both terms either way: the reed memory holds all of the query.
     assert dict((m, c) for m, _, c in split)[ids[1]] == pytest.approx(1.0)
     assert dict((m, c) for m, _, c in split)[ids[2]] == pytest.approx(dict((m, c) for m, _, c in scanned)[ids[2]])
+
+
+def _document_frequencies(stores: Stores, ns: Namespace) -> dict[int, tuple[int, int]]:
+    """term -> (df kept in lexical_terms, postings counted)."""
+
+    def read() -> Program[dict[int, tuple[int, int]]]:
+        kept = (yield q("SELECT term, df FROM lexical_terms WHERE ns = %s", (ns.digest,))).rows
+        counted = (
+            yield q("SELECT term, COUNT(*) FROM lexical_postings WHERE ns = %s GROUP BY term", (ns.digest,))
+        ).rows
+        kept_of = {int(t): int(n) for t, n in kept}
+        counted_of = {int(t): int(n) for t, n in counted}
+        return {t: (kept_of.get(t, 0), counted_of.get(t, 0)) for t in kept_of.keys() | counted_of.keys()}
+
+    return stores.run(stores.lexical._db.transact(read(), write=False))
+
+
+def test_each_terms_document_frequency_follows_its_postings(stores: Stores) -> None:
+    a = stores.add(ALICE, {1: 2, 2: 1})
+    stores.add(ALICE, {1: 1, 3: 1})
+    stores.add(BOB, {1: 1})
+    stores.run(stores.lexical.index(ALICE, [LexicalDoc(a, {3: 1}, 1)]))  # content changed
+    frequencies = _document_frequencies(stores, ALICE)
+    assert frequencies == {1: (1, 1), 3: (2, 2)}
+    stores.run(stores.records.delete_memory(ALICE, a))
+    assert _document_frequencies(stores, ALICE) == {1: (1, 1), 3: (1, 1)}
+    stores.run(stores.records.forget_namespace(ALICE))
+    assert _document_frequencies(stores, ALICE) == {}
+    assert _document_frequencies(stores, BOB) == {1: (1, 1)}
+
+
+def _capped(stores: Stores, path: Path) -> Any:
+    """A second index on the same store that treats a namespace of over 10 memories as large and
+    reads 5 postings of a term there."""
+    if isinstance(stores.records, PostgresRecordStore):
+        return PostgresLexicalIndex(stores.url, Bm25(k1=1.2, b=0.75), short_search_docs=10, term_postings=5)
+    return SqliteLexicalIndex(path, Bm25(k1=1.2, b=0.75), short_search_docs=10, term_postings=5)
+
+
+def test_a_large_namespace_reads_the_newest_postings_of_a_common_term_and_scores_exactly(
+    stores: Stores, tmp_path: Path
+) -> None:
+    """Term 1 is in every memory, term 2 in three old ones. Through the capped search the three
+    are still found (by term 2) with their exact BM25, term 1's share included; term 1 itself
+    reaches only its newest postings; a query of rare terms alone is the exact search."""
+    old = [stores.add(ALICE, {1: 1, 2: 1, 5: i % 3 + 1}) for i in range(3)]
+    newest = [stores.add(ALICE, {1: 1 + i % 2, 4: 1}) for i in range(37)]
+    capped = _capped(stores, tmp_path / "memsvc.db")
+
+    def search(index: Any, query: dict[int, int], limit: int = 10) -> list[LexicalHit]:
+        return list(stores.run(index.search(ALICE, query, limit, MemoryFilter())))
+
+    try:
+        search(capped, {2: 1})  # counts the namespace: large from now on
+        exact = search(stores.lexical, {2: 1, 5: 1})
+        found = search(capped, {2: 1, 5: 1})
+        assert [h.memory_id for h in found] == [h.memory_id for h in exact] and len(found) == 3
+        assert [h.score for h in found] == pytest.approx([h.score for h in exact])
+        assert [h.coverage for h in found] == pytest.approx([h.coverage for h in exact])
+        exact_of = {h.memory_id: h for h in search(stores.lexical, {1: 1, 2: 1}, 100)}
+        found = search(capped, {1: 1, 2: 1})
+        assert {h.memory_id for h in found[:3]} == set(old)
+        assert {h.memory_id for h in found[3:]} <= set(newest[-5:]) and len(found) == 8
+        for hit in found:
+            assert hit.score == pytest.approx(exact_of[hit.memory_id].score)
+            assert hit.coverage == pytest.approx(exact_of[hit.memory_id].coverage)
+        assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
+        inactive = MemoryFilter(include_inactive=True)
+        assert stores.run(capped.search(ALICE, {2: 1}, 10, inactive))
+    finally:
+        stores.run(capped.close())

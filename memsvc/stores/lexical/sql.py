@@ -7,6 +7,7 @@ both backends run the same statements, so both rank identically.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -72,21 +73,76 @@ def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
     )
 
 
+def capped_bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
+    """BM25 over each term's newest `cap` postings at most, exact for the best candidates.
+
+    For a large namespace, whose common terms have postings in the tens of thousands: a search
+    that read them all cost in proportion to the longest lists (the user's memory count). Here
+    each term's postings are read newest first (memory ids sort by creation time), at most `cap`
+    of them: a term in fewer memories is read whole, as before. The memories reached are ranked
+    by what was read, and the best `pool` of them then scored exactly, every query term's posting
+    looked up by its key: their BM25 and coverage are those of the exact search. Only a memory
+    that none of the query's rarer terms reaches and that is older than a common term's newest
+    `cap` is left to the dense channel.
+
+    The IDF of each term is computed by the caller from `lexical_terms` (a row per term, kept by
+    triggers), not counted from the postings. Bound in order: namespace and term x terms (the
+    capped lists, each with cap), (term, idf, idf * (k1 + 1), k1 * (1 - b), k1 * b / avgdl) x
+    terms, the query's whole weight, the filter's values, pool, namespace, limit.
+    """
+    ph = "%s"
+    lists = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT term, memory_id, tf FROM lexical_postings WHERE ns = {ph} AND term = {ph} "
+        f"ORDER BY memory_id DESC LIMIT {ph}) AS l{i}"
+        for i in range(terms)
+    )
+    weights = ", ".join(f"({ph}, {ph}, {ph}, {ph}, {ph})" for _ in range(terms))
+    conditions = ["p.term = w.term", "d.memory_id = p.memory_id"]
+    if active_only:
+        conditions.append("d.active = 1")
+    rows = ""
+    if where:
+        rows = "CROSS JOIN memories "
+        conditions += ["memories.id = p.memory_id", where]
+    bm25 = "w.idf_k1_1 * p.tf / (p.tf + w.k1_fixed + w.k1_per_length * d.length)"
+    return (
+        f"WITH p AS ({lists}), "
+        f"w(term, idf, idf_k1_1, k1_fixed, k1_per_length) AS (VALUES {weights}), "
+        f"total(weight) AS (SELECT {ph}), "
+        f"pool AS (SELECT p.memory_id FROM p CROSS JOIN w CROSS JOIN lexical_docs d {rows}"
+        f"WHERE {' AND '.join(conditions)} GROUP BY p.memory_id ORDER BY SUM({bm25}) DESC, p.memory_id LIMIT {ph}) "
+        f"SELECT pool.memory_id, SUM({bm25}) AS score, SUM(w.idf) / MAX(total.weight) AS coverage "
+        "FROM pool CROSS JOIN w CROSS JOIN lexical_postings p CROSS JOIN lexical_docs d CROSS JOIN total "
+        f"WHERE p.ns = {ph} AND p.term = w.term AND p.memory_id = pool.memory_id AND d.memory_id = pool.memory_id "
+        f"GROUP BY pool.memory_id ORDER BY score DESC, pool.memory_id LIMIT {ph}"
+    )
+
+
 # A search's cost grows with the postings of its terms, so with its namespace: about 1 ms at
-# 1,000 documents on a 2-core machine. Up to this many it is a short read (`transact`).
-_SHORT_SEARCH_DOCS = 5_000
+# 1,000 documents on a 2-core machine. Up to this many it is a short read (`transact`), and
+# reads every posting of its terms; past it, each term's newest `term_postings` (capped_bm25_sql).
+SHORT_SEARCH_DOCS = 5_000
+# Postings read per query term in a large namespace, and candidates scored exactly per hit asked.
+DEFAULT_TERM_POSTINGS = 500
+_POOL_PER_HIT = 4
 
 
 class SqlLexicalIndex:
     """LexicalIndex as SQL on the record store's database; each call is one transaction run by the backend."""
 
     def __init__(
-        self, sql: SqlDialect, db: SqlTransactions, bm25: Bm25 | None, short_search_docs: int = _SHORT_SEARCH_DOCS
+        self,
+        sql: SqlDialect,
+        db: SqlTransactions,
+        bm25: Bm25 | None,
+        short_search_docs: int = SHORT_SEARCH_DOCS,
+        term_postings: int = DEFAULT_TERM_POSTINGS,
     ) -> None:
         self._sql = sql
         self._db = db
         self._bm25 = bm25 or Bm25()
         self._short_search_docs = short_search_docs
+        self._term_postings = term_postings
         # The namespaces whose last search counted more documents than that: few, as such users are.
         self._large: set[str] = set()
 
@@ -138,8 +194,10 @@ class SqlLexicalIndex:
         # Whether a memory is active is on its document (bm25_sql); the rest is on its row.
         row_filter = replace(postings_filter(memory_filter), include_inactive=True)
         where, values = filter_sql(row_filter, "%s", self._sql.tags_any)
-        sql = bm25_sql(len(query), where, active_only=not memory_filter.include_inactive)
         digest = namespace.digest
+        if digest in self._large:
+            return await self._capped_search(digest, query, limit, where, values, memory_filter.include_inactive)
+        sql = bm25_sql(len(query), where, active_only=not memory_filter.include_inactive)
         params: list[Any] = [v for term, count in query.items() for v in (term, count)]
         params += [self._bm25.k1, self._bm25.b, digest, digest, digest, *values, limit]
 
@@ -147,11 +205,52 @@ class SqlLexicalIndex:
             rows = (yield q(sql, (*params,))).rows
             if rows and rows[0][3] > self._short_search_docs:
                 self._large.add(digest)
-            elif rows:
-                self._large.discard(digest)
             return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
 
-        return await self._db.transact(search(), write=False, short=digest not in self._large)
+        return await self._db.transact(search(), write=False, short=True)
+
+    async def _capped_search(
+        self,
+        digest: str,
+        query: Mapping[int, int],
+        limit: int,
+        where: str,
+        values: Sequence[Any],
+        include_inactive: bool,
+    ) -> list[LexicalHit]:
+        """A large namespace's search: the document frequencies of its terms from `lexical_terms`;
+        the exact query when all their postings number no more than the cap for each term, else
+        capped_bm25_sql."""
+        terms = list(query)
+        in_terms, term_values = self._sql.in_list("term", terms)
+        k1, b = self._bm25.k1, self._bm25.b
+        sql = capped_bm25_sql(len(terms), where, active_only=not include_inactive)
+        exact_sql = bm25_sql(len(terms), where, active_only=not include_inactive)
+        exact_params: list[Any] = [v for term, count in query.items() for v in (term, count)]
+        exact_params += [k1, b, digest, digest, digest, *values, limit]
+
+        def search() -> Program[list[LexicalHit]]:
+            stats = (yield q("SELECT docs, total_length FROM lexical_stats WHERE ns = %s", (digest,))).first()
+            if stats is None or not stats[0]:
+                return []
+            docs, avgdl = int(stats[0]), float(stats[1]) / int(stats[0])
+            if docs <= self._short_search_docs:
+                self._large.discard(digest)  # shrunk (deletions): the exact search serves it again
+            found = yield q(f"SELECT term, df FROM lexical_terms WHERE ns = %s AND {in_terms}", (digest, *term_values))
+            df = {int(r[0]): int(r[1]) for r in found.rows}
+            if sum(df.values()) <= self._term_postings * len(terms):
+                # All the postings cost no more than the capped read: the exact search.
+                rows = (yield q(exact_sql, (*exact_params,))).rows
+                return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
+            # Lucene's IDF, as bm25_sql: a term no memory has weighs the most.
+            idf = {t: query[t] * math.log(1.0 + (docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
+            params: list[Any] = [v for t in terms for v in (digest, t, self._term_postings)]
+            params += [v for t in terms for v in (t, idf[t], idf[t] * (k1 + 1), k1 * (1 - b), k1 * b / avgdl)]
+            params += [sum(idf.values()) or 1.0, *values, limit * _POOL_PER_HIT, digest, limit]
+            rows = (yield q(sql, (*params,))).rows
+            return [LexicalHit(str(r[0]), float(r[1]), float(r[2])) for r in rows]
+
+        return await self._db.transact(search(), write=False, short=False)
 
     async def terms_held(
         self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
@@ -193,8 +292,8 @@ class SqlLexicalIndex:
         if not terms:
             return (await self.stats(namespace))[0], {}
         in_terms, values = self._sql.in_list("term", list(dict.fromkeys(terms)))
-        # Counted on the primary key (ns, term, memory_id) alone: no document is read.
-        sql = f"SELECT term, COUNT(*) FROM lexical_postings WHERE ns = %s AND {in_terms} GROUP BY term"
+        # Kept per term by the postings' triggers (`lexical_terms`): nothing is counted here.
+        sql = f"SELECT term, df FROM lexical_terms WHERE ns = %s AND {in_terms} AND df > 0"
 
         def frequencies() -> Program[tuple[int, dict[int, int]]]:
             row = (yield q("SELECT docs FROM lexical_stats WHERE ns = %s", (namespace.digest,))).first()

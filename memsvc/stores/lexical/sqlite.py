@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from memsvc.stores.lexical.base import Bm25
-from memsvc.stores.lexical.sql import SqlLexicalIndex
+from memsvc.stores.lexical.sql import DEFAULT_TERM_POSTINGS, SHORT_SEARCH_DOCS, SqlLexicalIndex
 from memsvc.stores.sqlite_threads import SQLITE, SqliteThreads
 
 _BUSY_TIMEOUT_MS = 5000
@@ -25,7 +25,14 @@ class SqliteLexicalIndex(SqlLexicalIndex):
     """LexicalIndex on the record store's SQLite file; each worker thread keeps its own connection."""
 
     def __init__(
-        self, path: Path, bm25: Bm25 | None = None, workers: int = 2, busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+        self,
+        path: Path,
+        bm25: Bm25 | None = None,
+        workers: int = 2,
+        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        *,
+        short_search_docs: int = SHORT_SEARCH_DOCS,
+        term_postings: int = DEFAULT_TERM_POSTINGS,
     ) -> None:
         threads = SqliteThreads(
             path,
@@ -35,4 +42,4 @@ class SqliteLexicalIndex(SqlLexicalIndex):
             what="lexical index",
             setup=_ensure_ln,
         )
-        super().__init__(SQLITE, threads, bm25)
+        super().__init__(SQLITE, threads, bm25, short_search_docs, term_postings)

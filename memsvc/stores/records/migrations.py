@@ -85,6 +85,62 @@ _ACKNOWLEDGEMENTS: Migration = (
 )
 
 
+# Each term's document frequency per namespace, kept by triggers on the postings: a search of a
+# large namespace reads the IDF of its terms here instead of counting their postings, and reads
+# only the newest postings of its most common terms (memsvc/stores/lexical/sql.py).
+_LEXICAL_TERMS_TABLE = (
+    "INSERT INTO lexical_terms (ns, term, df) SELECT ns, term, COUNT(*) FROM lexical_postings GROUP BY ns, term"
+)
+_SQLITE_LEXICAL_TERMS: Migration = (
+    11,
+    (
+        """CREATE TABLE lexical_terms (
+            ns TEXT NOT NULL,
+            term INTEGER NOT NULL,
+            df INTEGER NOT NULL,
+            PRIMARY KEY (ns, term)
+        ) WITHOUT ROWID""",
+        _LEXICAL_TERMS_TABLE,
+        """CREATE TRIGGER lexical_postings_inserted AFTER INSERT ON lexical_postings BEGIN
+            INSERT INTO lexical_terms (ns, term, df) VALUES (NEW.ns, NEW.term, 1)
+            ON CONFLICT (ns, term) DO UPDATE SET df = df + 1;
+        END""",
+        """CREATE TRIGGER lexical_postings_deleted AFTER DELETE ON lexical_postings BEGIN
+            UPDATE lexical_terms SET df = df - 1 WHERE ns = OLD.ns AND term = OLD.term;
+            DELETE FROM lexical_terms WHERE ns = OLD.ns AND term = OLD.term AND df <= 0;
+        END""",
+    ),
+)
+_POSTGRES_LEXICAL_TERMS: Migration = (
+    11,
+    (
+        """CREATE TABLE lexical_terms (
+            ns TEXT NOT NULL,
+            term BIGINT NOT NULL,
+            df BIGINT NOT NULL,
+            PRIMARY KEY (ns, term)
+        )""",
+        _LEXICAL_TERMS_TABLE,
+        """CREATE FUNCTION memsvc_lexical_posting_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO lexical_terms (ns, term, df) VALUES (NEW.ns, NEW.term, 1)
+                ON CONFLICT (ns, term) DO UPDATE SET df = lexical_terms.df + 1;
+                RETURN NULL;
+            END $$""",
+        "CREATE TRIGGER lexical_postings_inserted AFTER INSERT ON lexical_postings "
+        "FOR EACH ROW EXECUTE FUNCTION memsvc_lexical_posting_inserted()",
+        """CREATE FUNCTION memsvc_lexical_posting_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE lexical_terms SET df = df - 1 WHERE ns = OLD.ns AND term = OLD.term;
+                DELETE FROM lexical_terms WHERE ns = OLD.ns AND term = OLD.term AND df <= 0;
+                RETURN NULL;
+            END $$""",
+        "CREATE TRIGGER lexical_postings_deleted AFTER DELETE ON lexical_postings "
+        "FOR EACH ROW EXECUTE FUNCTION memsvc_lexical_posting_deleted()",
+    ),
+)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -297,6 +353,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _SQLITE_LEXICAL_DOCS_ACTIVE,
     _LEXICAL_DOCS_COVERING,
     _ACKNOWLEDGEMENTS,
+    _SQLITE_LEXICAL_TERMS,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -526,4 +583,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _POSTGRES_LEXICAL_DOCS_ACTIVE,
     _LEXICAL_DOCS_COVERING,
     _ACKNOWLEDGEMENTS,
+    _POSTGRES_LEXICAL_TERMS,
 )

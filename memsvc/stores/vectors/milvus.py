@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
@@ -29,7 +30,7 @@ from memsvc.errors import FailedPrecondition, Unavailable
 from memsvc.stores.vectors import milvus_grpc
 from memsvc.stores.vectors.base import Vector, VectorHit, VectorItem
 from memsvc.stores.vectors.batching import SearchBatcher
-from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
+from memsvc.stores.vectors.milvus_lite import DEFAULT_EXACT_ROWS, EmbeddedMilvus
 from memsvc.stores.vectors.placement import (
     Location,
     PartitionKeyPlacement,
@@ -88,6 +89,17 @@ def filter_expression(memory_filter: MemoryFilter) -> list[str]:
     if not memory_filter.include_inactive:
         terms.append(f"status == {quote(RetentionStatus.ACTIVE.value)}")
     return terms
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    """The HNSW graph every collection's vectors are searched through (settings vector_hnsw_*):
+    degree `m` and build breadth `ef_construction` for collections created from now on, search
+    breadth `ef` (raised to a search's limit where that is larger: HNSW returns at most ef)."""
+
+    m: int = 16
+    ef_construction: int = 100
+    ef: int = 128
 
 
 class _WriteGate:
@@ -206,8 +218,10 @@ class MilvusVectorIndex:
         probe_timeout_s: float = 2.0,
         call_timeout_s: float | None = None,
         read_your_writes: bool = True,
+        graph: GraphIndex | None = None,
     ) -> None:
         self._client = client
+        self._graph = graph or GraphIndex()
         # On a Milvus server: searches run Bounded, and a namespace with a recorded last write
         # waits for exactly that write's timestamp (see search_many). Off only to show the race.
         self._read_your_writes = read_your_writes
@@ -367,23 +381,41 @@ class MilvusVectorIndex:
             if name in self._ready_collections:
                 return
             if not self._api.has_collection(name):
-                index = self._api.prepare_index_params()
-                if self._embedded:
-                    # Milvus Lite searches a user's partition exhaustively; FLAT is exact and fast there.
-                    index.add_index(field_name="vector", index_type="FLAT", metric_type="COSINE")
-                else:
-                    index.add_index(
-                        field_name="vector",
-                        index_type="HNSW",
-                        metric_type="COSINE",
-                        params={"M": 16, "efConstruction": 200},
-                    )
                 properties = {"partitionkey.isolation": True} if with_namespace else {}
                 self._api.create_collection(
-                    name, schema=self._schema(with_namespace), index_params=index, properties=properties
+                    name, schema=self._schema(with_namespace), index_params=self._index_params(), properties=properties
                 )
+            elif self._embedded:
+                self._adopt_graph_index(name)
             self._api.load_collection(name)
             self._ready_collections.add(name)
+
+    def _index_params(self) -> Any:
+        index = self._api.prepare_index_params()
+        index.add_index(
+            field_name="vector",
+            index_type="HNSW",
+            metric_type="COSINE",
+            params={"M": self._graph.m, "efConstruction": self._graph.ef_construction},
+        )
+        return index
+
+    def _adopt_graph_index(self, name: str) -> None:
+        """Give a Milvus Lite collection made with an exhaustive index (FLAT, what every Lite
+        collection had before) its HNSW graph: once, at the first open, every segment's graph is
+        built then (about 2,000 vectors a second a core); the data stays as it is. A search of a
+        segment without its graph yet (one just sealed or merged) scores it exactly meanwhile."""
+        current = self._api.describe_index(name, "vector")
+        if current.get("index_type") == "HNSW":
+            return
+        log.info("building the HNSW graph of %s (its index was %s)", name, current.get("index_type") or "none")
+        started = time.monotonic()
+        self._api.release_collection(name)
+        if current:
+            self._api.drop_index(name, "vector")
+        self._api.create_index(name, self._index_params())
+        self._api.load_collection(name)
+        log.info("built the HNSW graph of %s in %.1f s", name, time.monotonic() - started)
 
     def _ensure_partition_sync(self, collection: str, partition: str) -> None:
         if (collection, partition) in self._ready_partitions:
@@ -619,6 +651,7 @@ class MilvusVectorIndex:
                     expression=expression,
                     partition=location.partition,
                     consistency=consistency,
+                    ef=max(self._graph.ef, limit),
                 )
                 hits = await self._call(
                     lambda: milvus_grpc.search(self._server_client(), request, self.call_timeout_s), read=True
@@ -640,7 +673,7 @@ class MilvusVectorIndex:
             # Only the id: Milvus Lite reads an empty list as every field, vector included,
             # and serialising 50 vectors per search cost it 2 of its 6 ms.
             output_fields=["id"],
-            search_params={"metric_type": "COSINE"},
+            search_params={"metric_type": "COSINE", "params": {"ef": max(self._graph.ef, limit)}},
             partition_names=[location.partition] if location.partition else None,
         )
         return [[VectorHit(str(hit["id"]), float(hit["distance"])) for hit in hits] for hits in result]
@@ -832,8 +865,10 @@ def connect_milvus(
     timeout_s: float | None = None,
     client_pem_path: str = "",
     client_key_path: str = "",
+    exact_rows: int = DEFAULT_EXACT_ROWS,
 ) -> Client:
     """Milvus Lite in process for a local path; a MilvusClient for a server URI (token auth optional).
+    `exact_rows`: on Milvus Lite, a segment the filter leaves this few rows of is scored exactly.
 
     TLS: an https:// URI, or `server_pem_path` (the CA or certificate to trust; an https:// URI
     without it trusts the system's store); with a client certificate and key, mutual TLS, where
@@ -841,7 +876,7 @@ def connect_milvus(
     server's certificate is checked for.
     """
     if not uri.startswith(MILVUS_SERVER_SCHEMES):
-        return EmbeddedMilvus(uri)
+        return EmbeddedMilvus(uri, exact_rows=exact_rows)
     kwargs: dict[str, Any] = {}
     if timeout_s is not None:
         kwargs["timeout"] = timeout_s  # how long connecting may take

@@ -26,10 +26,8 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from memsvc.stores.vectors.base import Vector, VectorHit
 
-# The search's parameters after its field and limit, as pymilvus sends them: the same every time.
+# The search's parameters after its field, limit and index parameters, as pymilvus sends them.
 _SEARCH_PARAMS = (
-    ("metric_type", "COSINE"),
-    ("params", json.dumps({"metric_type": "COSINE"})),
     ("round_decimal", "-1"),
     ("ignore_growing", "False"),
 )
@@ -63,9 +61,11 @@ def search_request(
     expression: str,
     partition: str | None,
     consistency: Consistency,
+    ef: int,
 ) -> milvus_pb2.SearchRequest:
     """The request pymilvus would send for `MilvusClient.search(collection, vectors, limit,
-    filter=expression, output_fields=["id"], partition_names=[partition], ...)`, cosine."""
+    filter=expression, output_fields=["id"], partition_names=[partition], ...)`, cosine, with the
+    HNSW search breadth `ef` (at least `limit`: the server refuses a smaller one)."""
     placeholders = common_pb2.PlaceholderGroup(
         placeholders=[
             common_pb2.PlaceholderValue(
@@ -84,7 +84,13 @@ def search_request(
         output_fields=["id"],
         search_params=[
             common_pb2.KeyValuePair(key=k, value=v)
-            for k, v in (("anns_field", "vector"), ("topk", str(limit)), *_SEARCH_PARAMS)
+            for k, v in (
+                ("anns_field", "vector"),
+                ("topk", str(limit)),
+                ("metric_type", "COSINE"),
+                ("params", json.dumps({"metric_type": "COSINE", "ef": max(ef, limit)})),
+                *_SEARCH_PARAMS,
+            )
         ],
         nq=len(vectors),
         consistency_level=common_pb2.ConsistencyLevel.Value(consistency.level),
