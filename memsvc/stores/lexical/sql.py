@@ -18,6 +18,16 @@ from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
 
+def _filtered(conditions: list[str], active_only: bool, where: str) -> tuple[str, list[str]]:
+    """The join and conditions a search's memory filter adds: active documents only, and the
+    record store's row conditions (`where`) through a join of `memories`."""
+    if active_only:
+        conditions = [*conditions, "d.active = 1"]
+    if not where:
+        return "", conditions
+    return "CROSS JOIN memories ", [*conditions, "memories.id = p.memory_id", where]
+
+
 def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
     """One query: document frequencies of the query terms, then BM25 summed per memory, and
     the share of the query's IDF weight the memory contains (its term coverage).
@@ -42,13 +52,7 @@ def bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
     """
     ph = "%s"
     values = ", ".join(f"({ph}, {ph})" for _ in range(terms))
-    conditions = [f"p.ns = {ph}", "p.term = tw.term", "d.memory_id = p.memory_id"]
-    if active_only:
-        conditions.append("d.active = 1")
-    rows = ""
-    if where:
-        rows = "CROSS JOIN memories "
-        conditions += ["memories.id = p.memory_id", where]
+    rows, conditions = _filtered([f"p.ns = {ph}", "p.term = tw.term", "d.memory_id = p.memory_id"], active_only, where)
     return (
         f"WITH q(term, qtf) AS (VALUES {values}), "
         f"params(k1, b) AS (SELECT {ph}, {ph}), "
@@ -97,13 +101,7 @@ def capped_bm25_sql(terms: int, where: str, *, active_only: bool) -> str:
         for i in range(terms)
     )
     weights = ", ".join(f"({ph}, {ph}, {ph}, {ph}, {ph})" for _ in range(terms))
-    conditions = ["p.term = w.term", "d.memory_id = p.memory_id"]
-    if active_only:
-        conditions.append("d.active = 1")
-    rows = ""
-    if where:
-        rows = "CROSS JOIN memories "
-        conditions += ["memories.id = p.memory_id", where]
+    rows, conditions = _filtered(["p.term = w.term", "d.memory_id = p.memory_id"], active_only, where)
     bm25 = "w.idf_k1_1 * p.tf / (p.tf + w.k1_fixed + w.k1_per_length * d.length)"
     return (
         f"WITH p AS ({lists}), "
