@@ -11,7 +11,6 @@ turn is followed by one sentence of another turn, so that a cycle is no word-for
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.bench.harness import BenchServer, LatencySummary, drive_queries, percentile
+from memsvc.bench.haystack import ASSISTANT, HistoryTurn, locomo_chat, memorybank_chats
 from memsvc.bench.locomo import IngestTimes, Loaded, Scores, ingest_conversation, load_conversation, query_with
 
 SESSION_TURNS = 20
@@ -32,41 +32,12 @@ _NAMES = (
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-@dataclass(frozen=True)
-class SourceTurn:
-    speaker: str  # "" for the assistant
-    text: str
-
-
-def _memorybank_dialogues(path: Path) -> list[list[SourceTurn]]:
-    data = json.loads(path.read_text())
-    dialogues = []
-    for person in data.values():
-        for _, exchanges in sorted(person["history"].items()):
-            turns: list[SourceTurn] = []
-            for exchange in exchanges:
-                turns.append(SourceTurn(str(person["name"]), str(exchange["query"])))
-                turns.append(SourceTurn("", str(exchange["response"])))
-            dialogues.append(turns)
-    return dialogues
-
-
-def _locomo_dialogues(paths: Sequence[Path]) -> list[list[SourceTurn]]:
-    dialogues = []
-    for path in paths:
-        conversation = load_conversation(path)
-        sessions: dict[int, list[SourceTurn]] = {}
-        for turn in conversation.turns:
-            sessions.setdefault(turn.session, []).append(SourceTurn(turn.speaker, turn.text))
-        dialogues += [sessions[n] for n in sorted(sessions)]
-    return dialogues
-
-
 def filler_sessions(data_dir: Path, probe: Path, seed: int) -> Iterator[list[dict[str, Any]]]:
     """Endless AddConversation sessions of SESSION_TURNS turns (see the module doc)."""
     locomo = sorted(p for p in (data_dir / "locomo").glob("*.json") if p != probe)
-    dialogues = _locomo_dialogues(locomo) + _memorybank_dialogues(data_dir / "memorybank" / "memory_bank_en.json")
-    stream = [turn for dialogue in dialogues for turn in dialogue]
+    chats = [locomo_chat(load_conversation(p)) for p in locomo]
+    chats += memorybank_chats(data_dir / "memorybank" / "memory_bank_en.json")
+    stream = [HistoryTurn(speaker, text) for chat in chats for _, turns in chat.sessions for speaker, text in turns]
     rng = random.Random(seed)
     when = datetime(2024, 1, 1, 9, tzinfo=UTC)
     cycle = 0
@@ -79,7 +50,7 @@ def filler_sessions(data_dir: Path, probe: Path, seed: int) -> Iterator[list[dic
                 if cycle:
                     other = _SENTENCE.split(rng.choice(stream).text)[0]
                     text = f"{text} {other}"
-                if turn.speaker:
+                if turn.speaker != ASSISTANT:
                     name = names.setdefault(turn.speaker, _NAMES[(len(names) + cycle * 7) % len(_NAMES)])
                     session.append({"role": "ROLE_USER", "content": text, "name": name, "create_time": _stamp(when)})
                 else:

@@ -102,7 +102,7 @@ class _Chat:
         return sum(len(turns) for _, turns in self.sessions)
 
 
-def _locomo_chat(conversation: Conversation) -> _Chat:
+def locomo_chat(conversation: Conversation) -> _Chat:
     by_session: dict[int, list[Turn]] = {}
     for t in conversation.turns:
         by_session.setdefault(t.session, []).append(t)
@@ -138,7 +138,7 @@ def history_sources(
     target: Conversation, conversations: Sequence[Conversation], memorybank: Path | None
 ) -> list[_Chat]:
     """The chats a conversation's history is built from: every other conversation, then MemoryBank."""
-    chats = [_locomo_chat(c) for c in conversations if c.name != target.name]
+    chats = [locomo_chat(c) for c in conversations if c.name != target.name]
     if memorybank is not None:
         chats += memorybank_chats(memorybank)
     return chats
