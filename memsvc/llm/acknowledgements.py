@@ -11,6 +11,8 @@ These shapes are told apart by rules:
 - an assistant's remark of a few words on what the user just told it, not asked ("Easy win.",
   "Cheaper than a new bike!", "I'm really sorry. That's hard.") that does not advise: the
   assistant's own feelings are no fact about the user;
+- a wish, whatever it names ("Have a great trip!", "Enjoy the BBQ!"), and an assistant's
+  one-word judgement of what it was told ("Sensible.");
 - an assistant's question, alone or after such a remark ("Happy to help. What are your monthly
   costs?"): the user's answer states what it asks about.
 
@@ -35,14 +37,15 @@ _INTERJECTIONS = frozenset(
     """
     oh ooh ah aah aw aww awww wow whoa woah yay yey hooray haha hahaha hahahaha hehe heh ha lol lmao rofl omg gosh
     geez jeez hmm hm mm mmm uh um huh yikes ugh phew oops ouch oof yum yummy hah ok okay k kk alright allright cool
-    nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace
+    nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
+    sorted cracking lush grand stoked buzzing swell dandy
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _COURTESIES = frozenset(
     """
     thanks thank thx ty tysm ta u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
-    fun wishes wish hope hoping xoxo safe travels
+    fun wishes wish hope hoping xoxo safe travels np
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.
@@ -68,10 +71,12 @@ _EVALUATIONS = frozenset(
 _REACTION_NOUNS = frozenset(
     """
     idea ideas plan news update tip tips advice suggestion suggestions info information help point question
-    reminder choice call pick chat talk note
+    reminder choice call pick chat talk note shout
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
-_PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS
+# How people address whoever they reply to without naming them ("cheers mate", "thanks guys").
+_ADDRESS = frozenset("mate mates dude man buddy pal bro guys folks friend love hun babe sir madam".split())  # noqa: SIM905
+_PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
 _DIGIT = re.compile(r"\d")
 # Whoever a reply calls by name, title and all, at a sentence's end ("Happy running, Dr. Okafor.").
@@ -106,6 +111,19 @@ _ADVICE_LEAD = re.compile(
 )
 
 
+# A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it"):
+# courtesy, whatever it names. The second list: what a wish wishes ("Have a safe flight").
+_WISHED = (
+    "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous "
+    "splendid safe relaxing restful smooth happy productive fun blast"
+)
+_WISH = re.compile(
+    rf"^(?:enjoy|have\s+(?:(?:a|an)\s+)?(?:(?:really|very|so|super)\s+)?(?:{_WISHED.replace(' ', '|')})|"
+    r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey))\b",
+    re.IGNORECASE,
+)
+
+
 def is_acknowledgement(
     text: str,
     answered: str = "",
@@ -118,6 +136,9 @@ def is_acknowledgement(
     follows, said in `answered_role` by `addressee`, if named)."""
     if _DIGIT.search(text):
         return False
+    said = sentences(text)
+    if said and len(text.split()) <= _MAX_REACTION_WORDS and all(_WISH.match(s.lstrip(" \"'(")) for s in said):
+        return True
     stems = (analyzer or Analyzer()).terms
     # Whoever the assistant asked answers it; the assistant's reply to a question is judged as
     # any of its remarks (an answer states something).
@@ -125,6 +146,11 @@ def is_acknowledgement(
     echoed = set(stems(answered)) | {normalise(w) for w in addressee.split()}
     # Whoever a reply calls by name at a sentence's end ("Congratulations, Mrs!") is addressed.
     vocatives = {normalise(w.rstrip(".")) for m in _VOCATIVE.finditer(text) for w in m.group(1).split()}
+    # Told something, an assistant's one-word reply judges it ("Sensible.", "Bingo."), capitalised
+    # or not; answering a question, it may name the answer.
+    told = not ("?" in answered or _WH_LEAD.match(answered.strip()) or _REQUEST.search(answered))
+    if role is Role.ASSISTANT and answered_role is Role.USER and told and len(tokens(text)) == 1:
+        return True
     names = {normalise(w) for e in named_entities(text) if _may_name(e, text) for w in e.split()}
     names -= _PHATIC | _ASSENT | STOPWORDS | vocatives
     if {n for n in names if not set(stems(n)) <= echoed}:
@@ -133,7 +159,7 @@ def is_acknowledgement(
     echoes = 0
     other: list[str] = []
     led = False
-    for sentence in sentences(text):
+    for sentence in said:
         # A question asked back is a reaction only in reaction words ("Really?", "Right?").
         # "What a leap!" exclaims.
         question = sentence.endswith("?") or (bool(_WH_LEAD.match(sentence)) and not sentence.endswith("!"))
@@ -170,7 +196,6 @@ def is_acknowledgement(
     if led and len(other) <= _MAX_OTHER_WORDS and words <= _MAX_REACTION_WORDS:
         return True
     # The assistant remarking on what it was told, not asked for, states nothing of the user's.
-    told = not ("?" in answered or _WH_LEAD.match(answered.strip()) or _REQUEST.search(answered))
     return (
         role is Role.ASSISTANT and words <= _MAX_REMARK_WORDS and (len(other) <= _MAX_OTHER_WORDS or (remark and told))
     )
@@ -207,4 +232,7 @@ def _may_name(entity: str, text: str) -> bool:
     if " " in entity or not any(text.lstrip(" \"'(¡¿").startswith(entity) or f"{p} {entity}" in text for p in ".!?"):
         return True
     word = re.split(r"['\u2019]", entity.lower())[0]  # "That'll" is "that"
-    return word not in STOPWORDS and not {"VERB", "AUX", "ADV", "ADJ", "NUM"} & set(getAllLemmas(word))
+    readings = getAllLemmas(word)
+    # A plural of a common noun ("Beagles are famous for it!") names a kind, not somebody.
+    plural = word not in readings.get("NOUN", (word,))
+    return word not in STOPWORDS and not plural and not {"VERB", "AUX", "ADV", "ADJ", "NUM"} & set(readings)

@@ -37,6 +37,14 @@ NS = Namespace("t", "p", "e", "u")
         ("Sounds fun!", "Spent the day at the lake.", Role.ASSISTANT, Role.USER, True),
         ("What a leap!", "I quit my job to sail round the world.", Role.ASSISTANT, Role.USER, True),
         ("Happy to help. Which bills come out monthly?", "help me budget", Role.ASSISTANT, Role.USER, True),
+        # Wishes, whatever they name; a one-word judgement of news; a kind named in the plural.
+        ("Have a wonderful holiday!", "We fly to Crete on Friday.", Role.ASSISTANT, Role.USER, True),
+        ("Enjoy the Bruins game!", "got tickets for tonight", Role.ASSISTANT, Role.USER, True),
+        ("Smart.", "I'll book the earlier train then.", Role.ASSISTANT, Role.USER, True),
+        ("Toddlers are like that!", "she bites everything", Role.ASSISTANT, Role.USER, True),
+        ("cheers mate", "About £40 for the part.", Role.USER, Role.ASSISTANT, True),
+        ("Have a look at the Brompton.", "need a folding bike", Role.ASSISTANT, Role.USER, False),
+        ("Lisbon.", "Where should I go in March?", Role.ASSISTANT, Role.USER, False),
         # Answers, however short, state something.
         ("Luna and Oliver!", "What are your pets called?", Role.USER, Role.USER, False),
         ("Tuesdays at 7.", "When is the class?", Role.USER, Role.ASSISTANT, False),
