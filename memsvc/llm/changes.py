@@ -62,6 +62,12 @@ _HYPOTHETICAL = re.compile(
     r"looking for|shopping for)\b",
     re.IGNORECASE,
 )
+# What makes a whole sentence hypothetical, not only its clause.
+_CONDITIONAL = re.compile(
+    r"\b(?:if|unless|would|might|could|may|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
+    r"planning|plan to|hope|hoping|wish|dream)\b",
+    re.IGNORECASE,
+)
 _PAST_RETOLD = re.compile(
     r"\b(?:back when|used to|years ago|when I was|as a kid|growing up|in my (?:teens|twenties|thirties)|"
     r"back in (?:the day|\d{4})|at the time|previously|originally)\b",
@@ -179,16 +185,20 @@ def tells_the_past(text: str) -> bool:
 
 def replaces_what_held(text: str, question: str = "") -> bool:
     """Whether `text`, said later than another statement that answers `question` alike, can be
-    the one that holds now: one of its sentences states something plainly (not a one-off, a
-    hypothetical, an addition or the past retold), about the speaker or about whoever the
+    the one that holds now: a clause of one of its sentences states something plainly (not a
+    one-off, a hypothetical, an addition or the past retold), about the speaker or about whoever the
     question names ("Noor swims on Sundays now" answers "When is Noor's swim class?", while
     "my sister moved to Denver" does not answer "Where do I live?")."""
     asked = question.lower()
-    excluded = (_ADDITION, _ONE_OFF, _HYPOTHETICAL, _PAST_RETOLD)
     for sentence in _stated_sentences(text):
-        if any(p.search(sentence) for p in excluded):
+        # A condition, a one-off, an addition or the past retold holds its whole sentence ("for
+        # once I ran, so hard"); a request or a plan holds its clause: a statement made inside a
+        # request ("need shoe advice, I climb three times a week now") still states it.
+        if any(p.search(sentence) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)):
             continue
         for clause in _CLAUSE_BREAK.split(sentence):
+            if _HYPOTHETICAL.search(clause):
+                continue
             person = _PERSON_SUBJECT.search(clause.strip())
             named = "" if person is None else (person.group("person") or _name(person.group("name") or "")).lower()
             if person is not None and person.group("pronoun"):

@@ -97,6 +97,9 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         ("I went for an evening run for once, so hard", "When do I usually run?", False),
         ("Back when I lived in Oslo I swam every morning", "Which city do I live in?", False),
         ("Tom got a new job at Google", "Where do I work?", False),
+        # A request holds its own clause; a condition its whole sentence.
+        ("need shoe advice, I boulder twice a week now", "What do I do for fun?", True),
+        ("If we move to York, the commute is shorter", "How long is my commute?", False),
     ],
 )
 def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:
