@@ -54,7 +54,9 @@ def test_bench_query_writes_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert "service / floor" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("named_by", ["--milvus-uri", "MEMSVC_MILVUS_URI"])
+# Each run waits for the server to load its sealed segments (half a minute): the variable's
+# reading of the same path runs with the slow tests.
+@pytest.mark.parametrize("named_by", ["--milvus-uri", pytest.param("MEMSVC_MILVUS_URI", marks=pytest.mark.slow)])
 def test_bench_query_on_a_milvus_server_records_the_engine_and_keeps_to_its_database(
     named_by: str,
     milvus_server: MilvusServer,
