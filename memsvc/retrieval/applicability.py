@@ -16,7 +16,7 @@ from memsvc.llm.dates import TimeWindow, parse_time_window
 from memsvc.llm.heuristics import declarative, split_query
 from memsvc.llm.needs import NEEDS, NeedReport, detect_needs
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
-from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_terms, statements
+from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_terms, statements, tokens
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
 from memsvc.pipeline.query.fusion import fuse_lists
 from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
@@ -53,8 +53,26 @@ class TermMatcher:
         return terms[0] if terms else normalise(word)
 
     def keys(self, query: str) -> list[str]:
-        """Stems a complete answer should mention: named entities and specific content words."""
-        return list(dict.fromkeys(self.one(t) for t in extract_keywords(query).key_terms if t not in WEAK_WORDS))
+        """Stems a complete answer should mention: named entities and specific content words,
+        each as the index holds the word it is part of (the keyword reader splits "18th" into
+        "18" and "th", the index keeps "18th": no memory holds the parts as terms)."""
+        whole = self.whole_words(query)
+        return list(
+            dict.fromkeys(
+                whole.get(normalise(t)) or self.one(t) for t in extract_keywords(query).key_terms if t not in WEAK_WORDS
+            )
+        )
+
+    def whole_words(self, query: str) -> dict[str, str]:
+        """Each piece the keyword reader takes out of a word of `query` that the index keeps whole
+        ("18" and "th" of "18th"), with the index's term for the word."""
+        out: dict[str, str] = {}
+        for word in self.analyzer.tokens(query):
+            pieces = tokens(word)
+            if pieces != [word]:
+                term = self.one(word)
+                out.update((p, term) for p in pieces)
+        return out
 
     def compounds(self, query: str) -> dict[str, list[tuple[str, ...]]]:
         """Each key term with the ways a memory may hold it as a hyphenated compound, as parts.

@@ -33,6 +33,13 @@ def test_terms_are_the_index_stems_with_hyphenated_compounds_joined() -> None:
     assert terms.entities("What does Melanie do to destress?") == {"melani"}
 
 
+def test_keys_are_the_words_the_index_holds_whole() -> None:
+    # The keyword reader splits "18th" into "18" and "th"; no memory holds either as a term.
+    assert TermMatcher().keys("How long ago was Caroline's 18th birthday?") == ["carolin", "long", "18th", "birthday"]
+    found = TermMatcher().of("A friend made it for my 18th birthday")
+    assert {"18th", "birthday"} <= found
+
+
 def test_a_memory_holding_the_questions_term_as_a_compound_scores_higher() -> None:
     query = "What does Melanie do to destress?"
     analysis = analyse_offline(query, [], time.time())

@@ -284,3 +284,17 @@ def test_answers_compete_only_across_conversations_and_when_about_the_same_thing
     }
     truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _competing reads no index
     assert truth._competing([old, news, chat, aside], vectors) == {"old", "news"}
+
+
+def test_a_newer_remark_that_answers_far_less_well_does_not_compete_on_date() -> None:
+    def said(id_: str, session: str, at: float, relevance: float) -> RankedMemory:
+        memory = Memory(id_, NS, id_, role=Role.USER, session_id=session, created_at=at, speaker_name="Jon")
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    vectors = {"answer": np.array([1.0, 0.0], dtype=np.float32), "later": np.array([0.8, 0.6], dtype=np.float32)}
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _competing reads no index
+    # "I'm currently reading The Lean Startup" and, weeks later, a remark on marketing tips.
+    answer, later = said("answer", "s1", 1.0, 0.9), said("later", "s2", 9.0, 0.3)
+    assert truth._competing([answer, later], vectors) == set()
+    # A newer statement that leaves the subject unsaid still answers alike.
+    assert truth._competing([answer, said("later", "s2", 9.0, 0.4)], vectors) == {"answer", "later"}

@@ -266,6 +266,11 @@ class CurrentTruth:
             same_time = a.memory.created_at == b.memory.created_at or a.memory.session_id == b.memory.session_id
             if same_time or not _same_speaker(a, b):
                 continue
+            # Answers compete only when they answer alike: a newer remark about the same thing that
+            # answers the question far less well than an older one does not outrank it by date.
+            weaker, stronger = sorted((a.breakdown.relevance, b.breakdown.relevance))
+            if weaker < AS_RELEVANT * stronger:
+                continue
             if float(unit[a.memory.id] @ unit[b.memory.id]) >= COMPETING_COSINE:
                 out |= {a.memory.id, b.memory.id}
         return out
