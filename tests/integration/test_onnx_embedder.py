@@ -124,6 +124,7 @@ def test_int8_vectors_are_the_vectors_of_the_torch_export_quantised(
     assert vectors.min() >= 0.9999, (vectors.min(), REFERENCE["texts"][int(vectors.argmin())])
 
 
+@pytest.mark.slow  # quantises the whole graph again: half a minute of both cores
 def test_int8_is_onnx_runtime_s_dynamic_quantisation_of_the_fp32_graph(onnx_int8: OnnxRuntime, tmp_path: Path) -> None:
     # The recipe the int8 model was made with, applied to the fp32 graph: the same int8 weights
     # and scales, and the same vectors on this CPU, whatever its kernels.
