@@ -205,7 +205,8 @@ class Settings(BaseSettings):
     usage_saturation: float = 10.0
     recall_candidates: int = 50
     # A question that names speakers of the user's chats: dense recall looks this many times
-    # deeper and puts what involves them first (QueryPipeline._dense); 1 turns it off.
+    # deeper and both channels put what involves them first (QueryPipeline._named_first); 1
+    # turns it off.
     named_recall_depth_factor: int = Field(default=4, ge=1)
     # Each channel recalls more as a user's memories grow: the square root of their count when
     # that exceeds recall_candidates (recall.candidate_depth); False keeps recall_candidates.

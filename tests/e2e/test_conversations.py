@@ -562,6 +562,8 @@ OTHERS_ON_BOOKS = [
     ("Omar", "Reading history books is my favourite way to spend a weekend."),
     ("Rosa", "Have you read any good books lately? I need a new novel to read."),
 ]
+# Four pairs of other people, each having the same chat.
+OTHER_PEOPLE = [("Omar", "Rosa"), ("Lars", "Nora"), ("Hiro", "Vera"), ("Kofi", "Zara")]
 MELANIE_ON_BOOKS = [
     turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
     turn("Finished 'Becoming' by Michelle Obama, so inspiring!", "Melanie", at=MAY_8_2023 + 60),
@@ -573,9 +575,11 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    for n in range(4):
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        people = {"Omar": first, "Rosa": second}
         spoken = [
-            turn(text, name, at=MAY_8_2023 - (10 - n) * DAY + i) for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
+            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
+            for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
         ]
         add_conversation(s, "long", f"older-{n}", spoken)
     said = add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns[1]
@@ -584,3 +588,37 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     ranked = [r.memory.id for r in found.memories]
     # By meaning alone (the name is not embedded) two dozen turns about reading books outrank hers.
     assert (said.id in ranked[:3]) == (depth_factor > 1)
+
+
+OTHERS_ON_POTTERY = [
+    ("Omar", "Rosa, I signed up for a pottery class on Thursday evenings!"),
+    ("Rosa", "A pottery class? I signed up for one at the community centre too."),
+    ("Omar", "Which pottery class did you sign up for, the wheel or hand building?"),
+    ("Rosa", "The beginners' pottery class, I sign up for every term."),
+]
+MELANIE_SIGNS_UP = [
+    turn("Guess what I finally did this week!", "Melanie", at=MAY_8_2023),
+    turn("Let me guess: the Thursday evening pottery class at the community centre?", "Caroline", at=MAY_8_2023 + 60),
+    turn("Yes, you know me too well!", "Melanie", at=MAY_8_2023 + 120),
+]
+
+
+@pytest.mark.parametrize("depth_factor", [1, 4], ids=["words-alone", "their-conversation-first"])
+def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_chats(
+    server_factory: ServerFactory, depth_factor: int
+) -> None:
+    s = server_factory(named_recall_depth_factor=depth_factor)
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        people = {"Omar": first, "Rosa": second}
+        spoken = [
+            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
+            for i, (name, text) in enumerate(OTHERS_ON_POTTERY)
+        ]
+        add_conversation(s, "long", f"older-{n}", spoken)
+    guessed = add_conversation(s, "long", "s1", MELANIE_SIGNS_UP).turns[1]
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    found = query(s, "long", "Which pottery class did Melanie sign up for?", filter=turns_only, limit=5)
+    ranked = [r.memory.id for r in found.memories]
+    # Caroline's turn neither names Melanie nor is hers, but it is from their conversation: the
+    # lexical channel puts it before other people's turns with more of the question's words.
+    assert (guessed.id in ranked[:3]) == (depth_factor > 1)
