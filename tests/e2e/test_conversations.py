@@ -622,3 +622,18 @@ def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_c
     # Caroline's turn neither names Melanie nor is hers, but it is from their conversation: the
     # lexical channel puts it before other people's turns with more of the question's words.
     assert (guessed.id in ranked[:3]) == (depth_factor > 1)
+
+
+def test_a_user_who_last_spoke_a_year_ago_finds_what_they_said_last_first(server: RunningServer) -> None:
+    year_ago = time.time() - 365 * DAY
+    for n, back in enumerate((700, 350, 0)):
+        at = year_ago - back * DAY
+        said = f"We adopted a rescue greyhound called {('Pixel', 'Biscuit', 'Nova')[n]}."
+        add_conversation(server, "away", f"s{n}", [turn(said, "Melanie", at=at), *chatter(at + 10)])
+    found = query(server, "away", "What is the name of Melanie's dog?", filter=all_filter(), limit=5)
+    top = found.memories[0]
+    # Counted from now, all three had lost their recency alike; counted in the user's own time,
+    # what they said last has all of it.
+    assert "Nova" in top.memory.content and top.score_breakdown.recency == pytest.approx(1.0, abs=1e-3)
+    older = next(r for r in found.memories if "Biscuit" in r.memory.content)
+    assert older.score_breakdown.recency == pytest.approx(0.5 ** (350 / 365), abs=0.01)

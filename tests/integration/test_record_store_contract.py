@@ -306,6 +306,14 @@ def test_list_is_newest_first_and_pages_by_cursor(s: Store) -> None:
     assert s(s.store.list_memories(BOB, MemoryFilter(), None, 10)) == []
 
 
+def test_newest_memory_at_is_the_namespaces_latest_creation_time(s: Store) -> None:
+    base = 1_700_000_000.0
+    assert s(s.store.newest_memory_at(ALICE)) is None
+    insert(s, memory(created_at=base + 5), memory(created_at=base), memory(BOB, created_at=base + 9))
+    assert s(s.store.newest_memory_at(ALICE)) == base + 5
+    assert s(s.store.newest_memory_at(BOB)) == base + 9
+
+
 def test_list_filters(s: Store) -> None:
     base = 1_700_000_000.0
     a = memory(created_at=base, tags=("food", "travel"), tier=Tier.HOT, importance=0.9)

@@ -20,7 +20,16 @@ from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import HydrateStage, opened
 from memsvc.pipeline.query.lexical import Involvement, LexicalRecall
-from memsvc.pipeline.query.rank import Ranking, RankStage, Scored, explain, rankable_prefix, results, settled
+from memsvc.pipeline.query.rank import (
+    Ranking,
+    RankStage,
+    Scored,
+    explain,
+    rankable_prefix,
+    recency_reference,
+    results,
+    settled,
+)
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -370,17 +379,21 @@ class QueryPipeline:
         else:
             ordered, n = candidates, len(candidates)
         with stage_span(self.tracer, report, "hydrate") as span:
-            hydrated = await self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all)
+            # Recency counts from the user's newest memory (`recency_reference`), read meanwhile.
+            hydrated, newest = await asyncio.gather(
+                self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all), self.hydrate.newest(plan, deadline)
+            )
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
+        since = recency_reference(newest, now)
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
-            ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
+            ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
             if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
                 with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
-                ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
+                ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
             kept: list[Scored] = []  # the results still to open (without a rerank)
             reranked_all: list[RankedMemory] = []  # every candidate as a mode reordered them
             lead = ""  # a mode's own account of its first result
