@@ -562,7 +562,8 @@ OTHERS_ON_BOOKS = [
     ("Omar", "Reading history books is my favourite way to spend a weekend."),
     ("Rosa", "Have you read any good books lately? I need a new novel to read."),
 ]
-# Four pairs of other people, each having the same chat.
+# Four pairs of other people, each having the same chat (the same sentence said by one speaker
+# twice is returned once: `rank.unrepeated`).
 OTHER_PEOPLE = [("Omar", "Rosa"), ("Lars", "Nora"), ("Hiro", "Vera"), ("Kofi", "Zara")]
 MELANIE_ON_BOOKS = [
     turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
@@ -637,3 +638,24 @@ def test_a_user_who_last_spoke_a_year_ago_finds_what_they_said_last_first(server
     assert "Nova" in top.memory.content and top.score_breakdown.recency == pytest.approx(1.0, abs=1e-3)
     older = next(r for r in found.memories if "Biscuit" in r.memory.content)
     assert older.score_breakdown.recency == pytest.approx(0.5 ** (350 / 365), abs=0.01)
+
+
+@pytest.mark.parametrize("mode", ["QUERY_MODE_DIRECT", "QUERY_MODE_APPLICABILITY"])
+def test_a_sentence_said_in_several_chats_is_returned_once_and_its_place_goes_to_the_next(
+    server: RunningServer, mode: str
+) -> None:
+    said = "We adopted a rescue greyhound called Pixel."
+    for n in range(3):
+        at = MAY_8_2023 + n * 30 * DAY
+        add_conversation(server, "again", f"s{n}", [turn(said, "Melanie", at=at), *chatter(at + 10)])
+    walks = add_conversation(
+        server,
+        "again",
+        "s3",
+        [turn("Pixel the greyhound loves our morning walks.", "Melanie", at=MAY_8_2023 + 99 * DAY)],
+    ).turns[0]
+    found = query(server, "again", "What is the name of Melanie's dog?", filter=all_filter(), limit=3, mode=mode)
+    contents = [r.memory.content for r in found.memories]
+    # The three copies would fill the three places; once, they leave two to what else matches.
+    assert contents.count(said) == 1
+    assert walks.id in [r.memory.id for r in found.memories]

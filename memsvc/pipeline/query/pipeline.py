@@ -29,6 +29,7 @@ from memsvc.pipeline.query.rank import (
     recency_reference,
     results,
     settled,
+    unrepeated,
 )
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
@@ -403,7 +404,8 @@ class QueryPipeline:
             else:
                 # Every candidate is open already (decrypt_all): the mode orders them all.
                 reranked = await rerank(await self._opened(ordering.scored, plan, matched), now)
-                memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
+                once = unrepeated(reranked.memories)
+                memories, report.dropped_below_relevance = results(once, min_relevance, plan.limit)
                 reranked_all = reranked.memories
                 if memories and reranked.memories and memories[0] is reranked.memories[0]:
                     lead = reranked.explanation
@@ -415,7 +417,7 @@ class QueryPipeline:
             # Only the results are decrypted: ranking read the sealed rows' plaintext columns.
             started = time.perf_counter()
             with child_span(self.tracer, "memsvc.hydrate.open") as span:
-                memories = await self._opened(kept, plan, matched)
+                memories = await self._opened_once(kept, ordering.scored, plan, matched, min_relevance)
                 span.set_attribute("memsvc.results", len(memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
         # Part of ranking (the newest of statements that answer alike wins), once the results are open.
@@ -449,6 +451,28 @@ class QueryPipeline:
             )
             span.set_attribute("memsvc.result_cache.stored", slot is not None)
         return QueryOutcome(plan, memories, explanation, report)
+
+    async def _opened_once(
+        self,
+        kept: Sequence[Scored],
+        scored: Sequence[Scored],
+        plan: QueryPlan,
+        matched: Mapping[str, Sequence[str]] | None,
+        min_relevance: float,
+    ) -> list[RankedMemory]:
+        """The results `kept` (the first of `scored` that `results` keeps) opened, each sentence
+        once (`unrepeated`): a result that repeats a higher one word for word gives its place to
+        the next of `scored`, opened in turn. Whether two say the same is known only once open."""
+        memories = await self._opened(kept, plan, matched)
+        once = unrepeated(memories)
+        if len(once) == len(memories):
+            return memories
+        rest = results(scored, min_relevance, len(scored))[0][len(kept) :]
+        while len(once) < plan.limit and rest:
+            more = await self._opened(rest[: plan.limit - len(once)], plan, matched)
+            rest = rest[len(more) :]
+            once = unrepeated([*once, *more])
+        return once
 
     async def _opened(
         self, scored: Sequence[Scored], plan: QueryPlan, matched: Mapping[str, Sequence[str]] | None

@@ -313,3 +313,24 @@ def distinct(ranked: Sequence[R]) -> list[R]:
         covered.add(r.memory.id)
         covered |= sources
     return kept
+
+
+def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """`ranked` (opened, best first) without a memory that says word for word what a higher one
+    says, by the same speaker in the same role.
+
+    One sentence said again (an assistant's stock reply, a user retelling the same thing in
+    another chat, a history imported twice) is one piece of evidence, as a turn and its
+    extracted memory are (`distinct`); the higher one stands for both, and the place the
+    repeat took goes to the next result.
+    """
+    seen: set[tuple[str, str, str]] = set()
+    kept: list[RankedMemory] = []
+    for r in ranked:
+        m = r.memory
+        said = (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
+        if said in seen:
+            continue
+        seen.add(said)
+        kept.append(r)
+    return kept
