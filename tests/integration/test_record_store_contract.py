@@ -173,6 +173,21 @@ def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
     assert [step[3] for step in plan] == ["SEARCH memories USING INDEX sqlite_autoindex_memories_1 (id=?)"]
 
 
+def test_sqlite_lists_one_kind_newest_first_from_its_own_index(loop_thread: LoopThread, tmp_path: Path) -> None:
+    # The interaction contract's read (the user's instructions) must not walk a long history.
+    path = tmp_path / "plan.db"
+    store = SqliteRecordStore(path)
+    loop_thread.run(store.migrate())
+    loop_thread.run(store.close())
+    sql = (
+        "SELECT id FROM memories WHERE ns = ? AND kind IN (?) AND retention_status = ? "
+        "ORDER BY created_at DESC, id DESC LIMIT 30"
+    )
+    with sqlite3.connect(path) as conn:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + sql, ("ns", "instruction", "active")).fetchall()
+    assert [step[3] for step in plan] == ["SEARCH memories USING INDEX memories_ns_kind_created (ns=? AND kind=?)"]
+
+
 def test_idempotency_key_returns_the_stored_row(s: Store) -> None:
     first = memory(idempotency_key="req-1")
     assert s(s.store.insert_memories([first])) == [(first, True)]
