@@ -201,11 +201,15 @@ class Settings(BaseSettings):
     # a short memory asked for in other words scores more (the 5th percentile of the paraphrase
     # set is 0.17), most unrelated memories less (three quarters below 0.10).
     min_relevance: float = Field(default=0.1, ge=0.0, le=1.0)
-    recency_half_life_days: float = 30.0
+    # Recency halves with every this many days a candidate is older than the query's newest
+    # candidate (rank.recency_reference). A year: the newest of a user's chats stands out from
+    # the years before it, while the months of one conversation stay near each other.
+    recency_half_life_days: float = 365.0
     usage_saturation: float = 10.0
     recall_candidates: int = 50
     # A question that names speakers of the user's chats: dense recall looks this many times
-    # deeper and puts what involves them first (QueryPipeline._dense); 1 turns it off.
+    # deeper and both channels put what involves them first (QueryPipeline._named_first); 1
+    # turns it off.
     named_recall_depth_factor: int = Field(default=4, ge=1)
     # Each channel recalls more as a user's memories grow: the square root of their count when
     # that exceeds recall_candidates (recall.candidate_depth); False keeps recall_candidates.

@@ -562,6 +562,9 @@ OTHERS_ON_BOOKS = [
     ("Omar", "Reading history books is my favourite way to spend a weekend."),
     ("Rosa", "Have you read any good books lately? I need a new novel to read."),
 ]
+# Four pairs of other people, each having the same chat (the same sentence said by one speaker
+# twice is returned once: `rank.unrepeated`).
+OTHER_PEOPLE = [("Omar", "Rosa"), ("Lars", "Nora"), ("Hiro", "Vera"), ("Kofi", "Zara")]
 MELANIE_ON_BOOKS = [
     turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
     turn("Finished 'Becoming' by Michelle Obama, so inspiring!", "Melanie", at=MAY_8_2023 + 60),
@@ -573,9 +576,11 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    for n in range(4):
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        people = {"Omar": first, "Rosa": second}
         spoken = [
-            turn(text, name, at=MAY_8_2023 - (10 - n) * DAY + i) for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
+            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
+            for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
         ]
         add_conversation(s, "long", f"older-{n}", spoken)
     said = add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns[1]
@@ -584,3 +589,73 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     ranked = [r.memory.id for r in found.memories]
     # By meaning alone (the name is not embedded) two dozen turns about reading books outrank hers.
     assert (said.id in ranked[:3]) == (depth_factor > 1)
+
+
+OTHERS_ON_POTTERY = [
+    ("Omar", "Rosa, I signed up for a pottery class on Thursday evenings!"),
+    ("Rosa", "A pottery class? I signed up for one at the community centre too."),
+    ("Omar", "Which pottery class did you sign up for, the wheel or hand building?"),
+    ("Rosa", "The beginners' pottery class, I sign up for every term."),
+]
+MELANIE_SIGNS_UP = [
+    turn("Guess what I finally did this week!", "Melanie", at=MAY_8_2023),
+    turn("Let me guess: the Thursday evening pottery class at the community centre?", "Caroline", at=MAY_8_2023 + 60),
+    turn("Yes, you know me too well!", "Melanie", at=MAY_8_2023 + 120),
+]
+
+
+@pytest.mark.parametrize("depth_factor", [1, 4], ids=["words-alone", "their-conversation-first"])
+def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_chats(
+    server_factory: ServerFactory, depth_factor: int
+) -> None:
+    s = server_factory(named_recall_depth_factor=depth_factor)
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        people = {"Omar": first, "Rosa": second}
+        spoken = [
+            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
+            for i, (name, text) in enumerate(OTHERS_ON_POTTERY)
+        ]
+        add_conversation(s, "long", f"older-{n}", spoken)
+    guessed = add_conversation(s, "long", "s1", MELANIE_SIGNS_UP).turns[1]
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    found = query(s, "long", "Which pottery class did Melanie sign up for?", filter=turns_only, limit=5)
+    ranked = [r.memory.id for r in found.memories]
+    # Caroline's turn neither names Melanie nor is hers, but it is from their conversation: the
+    # lexical channel puts it before other people's turns with more of the question's words.
+    assert (guessed.id in ranked[:3]) == (depth_factor > 1)
+
+
+def test_a_user_who_last_spoke_a_year_ago_finds_what_they_said_last_first(server: RunningServer) -> None:
+    year_ago = time.time() - 365 * DAY
+    for n, back in enumerate((700, 350, 0)):
+        at = year_ago - back * DAY
+        said = f"We adopted a rescue greyhound called {('Pixel', 'Biscuit', 'Nova')[n]}."
+        add_conversation(server, "away", f"s{n}", [turn(said, "Melanie", at=at), *chatter(at + 10)])
+    found = query(server, "away", "What is the name of Melanie's dog?", filter=all_filter(), limit=5)
+    top = found.memories[0]
+    # Counted from now, all three had lost their recency alike; counted in the user's own time,
+    # what they said last has all of it.
+    assert "Nova" in top.memory.content and top.score_breakdown.recency == pytest.approx(1.0, abs=1e-3)
+    older = next(r for r in found.memories if "Biscuit" in r.memory.content)
+    assert older.score_breakdown.recency == pytest.approx(0.5 ** (350 / 365), abs=0.01)
+
+
+@pytest.mark.parametrize("mode", ["QUERY_MODE_DIRECT", "QUERY_MODE_APPLICABILITY"])
+def test_a_sentence_said_in_several_chats_is_returned_once_and_its_place_goes_to_the_next(
+    server: RunningServer, mode: str
+) -> None:
+    said = "We adopted a rescue greyhound called Pixel."
+    for n in range(3):
+        at = MAY_8_2023 + n * 30 * DAY
+        add_conversation(server, "again", f"s{n}", [turn(said, "Melanie", at=at), *chatter(at + 10)])
+    walks = add_conversation(
+        server,
+        "again",
+        "s3",
+        [turn("Pixel the greyhound loves our morning walks.", "Melanie", at=MAY_8_2023 + 99 * DAY)],
+    ).turns[0]
+    found = query(server, "again", "What is the name of Melanie's dog?", filter=all_filter(), limit=3, mode=mode)
+    contents = [r.memory.content for r in found.memories]
+    # The three copies would fill the three places; once, they leave two to what else matches.
+    assert contents.count(said) == 1
+    assert walks.id in [r.memory.id for r in found.memories]

@@ -312,6 +312,26 @@ def test_terms_held_names_the_asked_terms_each_memory_holds(stores: Stores) -> N
     assert stores.run(stores.lexical.terms_held(ALICE, [a, b], [1, 2, 9])) == {a: frozenset({9}), b: frozenset({2})}
 
 
+def test_sessions_holding_names_the_memories_holding_a_term_and_those_of_their_sessions(stores: Stores) -> None:
+    said = stores.add(ALICE, {1: 1, 5: 1}, session="chat")  # holds the name's term
+    other_side = stores.add(ALICE, {5: 1}, session="chat")  # the other side of that chat
+    elsewhere = stores.add(ALICE, {5: 1}, session="another")
+    loose = stores.add(ALICE, {1: 1})  # no session: only itself
+    unsessioned = stores.add(ALICE, {5: 1})
+    theirs = stores.add(BOB, {1: 1}, session="chat")
+    asked = [said, other_side, elsewhere, loose, unsessioned, theirs]
+    named, conversation = stores.run(stores.lexical.sessions_holding(ALICE, asked, [1, 9]))
+    assert named == frozenset({said, loose})
+    assert conversation == frozenset({said, other_side, loose})
+    # Only among the asked memories: a session's holder that is not asked does not count.
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [other_side, elsewhere], [1])) == (
+        frozenset(),
+        frozenset(),
+    )
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [], [1])) == (frozenset(), frozenset())
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [said], [])) == (frozenset(), frozenset())
+
+
 def test_terms_present_names_the_asked_terms_any_memory_of_the_namespace_holds(stores: Stores) -> None:
     a = stores.add(ALICE, {1: 1, 2: 1})
     stores.add(ALICE, {3: 1})

@@ -173,6 +173,21 @@ def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
     assert [step[3] for step in plan] == ["SEARCH memories USING INDEX sqlite_autoindex_memories_1 (id=?)"]
 
 
+def test_sqlite_lists_one_kind_newest_first_from_its_own_index(loop_thread: LoopThread, tmp_path: Path) -> None:
+    # The interaction contract's read (the user's instructions) must not walk a long history.
+    path = tmp_path / "plan.db"
+    store = SqliteRecordStore(path)
+    loop_thread.run(store.migrate())
+    loop_thread.run(store.close())
+    sql = (
+        "SELECT id FROM memories WHERE ns = ? AND kind IN (?) AND retention_status = ? "
+        "ORDER BY created_at DESC, id DESC LIMIT 30"
+    )
+    with sqlite3.connect(path) as conn:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + sql, ("ns", "instruction", "active")).fetchall()
+    assert [step[3] for step in plan] == ["SEARCH memories USING INDEX memories_ns_kind_created (ns=? AND kind=?)"]
+
+
 def test_idempotency_key_returns_the_stored_row(s: Store) -> None:
     first = memory(idempotency_key="req-1")
     assert s(s.store.insert_memories([first])) == [(first, True)]
@@ -304,6 +319,14 @@ def test_list_is_newest_first_and_pages_by_cursor(s: Store) -> None:
         cursor = PageCursor(page[-1].created_at, page[-1].id)
     assert [r.id for r in seen] == [r.id for r in expected]
     assert s(s.store.list_memories(BOB, MemoryFilter(), None, 10)) == []
+
+
+def test_newest_memory_at_is_the_namespaces_latest_creation_time(s: Store) -> None:
+    base = 1_700_000_000.0
+    assert s(s.store.newest_memory_at(ALICE)) is None
+    insert(s, memory(created_at=base + 5), memory(created_at=base), memory(BOB, created_at=base + 9))
+    assert s(s.store.newest_memory_at(ALICE)) == base + 5
+    assert s(s.store.newest_memory_at(BOB)) == base + 9
 
 
 def test_list_filters(s: Store) -> None:

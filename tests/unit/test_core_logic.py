@@ -19,7 +19,9 @@ from memsvc.domain.models import (
     MemoryKind,
     Namespace,
     NewMemory,
+    RankedMemory,
     Role,
+    ScoreBreakdown,
     Tier,
     WrappedDataKey,
     metadata_matches,
@@ -27,7 +29,7 @@ from memsvc.domain.models import (
 from memsvc.errors import FailedPrecondition, InvalidArgument
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query.hydrate import Hydrated
-from memsvc.pipeline.query.rank import RankStage, explain
+from memsvc.pipeline.query.rank import RankStage, explain, recency_reference, unrepeated
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.validation import Limits, validate_new_memories, validate_query
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
@@ -160,6 +162,35 @@ def test_rank_weights_gate_and_explanation() -> None:
     assert 0 <= top.score <= 1
     assert explain(ordering.scored, now).startswith("Top match is a fact")
     assert stage.order(items, min_importance=0.0, now=now).dropped_by_importance == 0
+
+
+def test_recency_counts_from_the_users_newest_memory_never_from_the_future() -> None:
+    now = 1_000.0 + 400 * 86_400
+    assert recency_reference(1_000.0, now) == 1_000.0  # a user who last spoke 400 days ago
+    assert recency_reference(None, now) == now  # no memory yet
+    assert recency_reference(now + 86_400, now) == now  # a memory dated tomorrow
+    stage = RankStage(RankWeights(), recency_half_life_days=365, usage_saturation=10)
+    items = [
+        Hydrated(memory(created_at=1_000.0), Candidate("a", similarity=0.8)),
+        Hydrated(memory(created_at=1_000.0 - 365 * 86_400), Candidate("b", similarity=0.8)),
+    ]
+    ordering = stage.order(items, min_importance=0.0, now=recency_reference(1_000.0, now))
+    assert [s.breakdown.recency for s in ordering.scored] == pytest.approx([1.0, 0.5])
+
+
+def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:
+    def said(memory_id: str, content: str, speaker: str = "Mel", role: Role = Role.USER) -> RankedMemory:
+        m = Memory(id=memory_id, namespace=ALICE, content=content, speaker_name=speaker, role=role)
+        return RankedMemory(m, 0.5, ScoreBreakdown())
+
+    ranked = [
+        said("a", "I went camping in the mountains."),
+        said("b", "I went  camping in the Mountains. "),  # the same words, spacing and case aside
+        said("c", "I went camping in the mountains.", speaker="Caro"),  # someone else said it
+        said("d", "I went camping in the mountains.", speaker="", role=Role.ASSISTANT),
+        said("e", "I went camping by the lake."),
+    ]
+    assert [r.memory.id for r in unrepeated(ranked)] == ["a", "c", "d", "e"]
 
 
 @given(st.text(max_size=40))

@@ -53,6 +53,10 @@ class HydrateStage:
             out.append(Hydrated(await self._codec.open(row) if decrypt else row, candidate))
         return out
 
+    async def newest(self, plan: QueryPlan, deadline: Deadline) -> float | None:
+        """When the plan's namespace got its newest memory (None: it has none)."""
+        return await deadline.run(self._store.newest_memory_at(plan.namespace), "the record store")
+
     async def open(self, rows: Sequence[Memory | StoredMemory]) -> list[Memory]:
         """The rows as memories, the sealed ones decrypted: the few results ranking kept."""
         return [await self._codec.open(row) if isinstance(row, StoredMemory) else row for row in rows]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from memsvc.deadline import Deadline
 from memsvc.llm.text import named_entities
@@ -24,6 +25,14 @@ COMMON_SHARE = 0.2
 def lucene_idf(docs: int, df: int) -> float:
     """The lexical index's IDF (Lucene's, never negative)."""
     return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+
+
+class Involvement(NamedTuple):
+    """Of some memories, those that involve a named person (`named`: said by, to or about them)
+    and those from a conversation with them (`conversation`, which holds `named`)."""
+
+    named: frozenset[str]
+    conversation: frozenset[str]
 
 
 class LexicalRecall:
@@ -123,9 +132,11 @@ class LexicalRecall:
 
     async def involving(
         self, plan: QueryPlan, memory_ids: Sequence[str], names: Sequence[str], deadline: Deadline
-    ) -> set[str]:
-        """Of `memory_ids`, those whose postings hold one of `names`: a speaker's marker (said by
-        them) or the name's own word (said to or about them); one query, nothing decrypted."""
+    ) -> Involvement:
+        """Which of `memory_ids` involve one of `names`: whose postings hold a speaker's marker
+        (said by them) or the name's own word (said to or about them), and which are from a
+        conversation with them (a session in which one of `memory_ids` does); one read,
+        nothing decrypted."""
         tenant = plan.namespace.tenant
         wanted = [
             term_id
@@ -136,9 +147,11 @@ class LexicalRecall:
             )
         ]
         if not wanted or not memory_ids:
-            return set()
-        held = await deadline.run(self._index.terms_held(plan.namespace, memory_ids, wanted), "the lexical index")
-        return {memory_id for memory_id, terms in held.items() if terms}
+            return Involvement(frozenset(), frozenset())
+        named, conversation = await deadline.run(
+            self._index.sessions_holding(plan.namespace, memory_ids, wanted), "the lexical index"
+        )
+        return Involvement(named, conversation)
 
     async def terms_held(
         self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline

@@ -11,7 +11,6 @@ from opentelemetry.trace import Tracer
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal, RankedMemory
-from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
@@ -20,8 +19,18 @@ from memsvc.pipeline.query.current import CurrentTruth
 from memsvc.pipeline.query.embed import EmbedStage
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import HydrateStage, opened
-from memsvc.pipeline.query.lexical import LexicalRecall
-from memsvc.pipeline.query.rank import Ranking, RankStage, Scored, explain, rankable_prefix, results, settled
+from memsvc.pipeline.query.lexical import Involvement, LexicalRecall
+from memsvc.pipeline.query.rank import (
+    Ranking,
+    RankStage,
+    Scored,
+    explain,
+    rankable_prefix,
+    recency_reference,
+    results,
+    settled,
+    unrepeated,
+)
 from memsvc.pipeline.query.recall import Candidate, RecallStage
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
@@ -94,7 +103,7 @@ class QueryPipeline:
         # The fusion of a mode's several searches (retrieval/): a deeper k than the channels'.
         self.queries_rrf_k = queries_rrf_k
         self.lexical_during_embedding = lexical_during_embedding
-        # How much deeper dense recall looks when the question names speakers (`_dense`).
+        # How much deeper dense recall looks when the question names speakers (`_named_first`).
         self.named_depth_factor = named_depth_factor
         # Whether the channels' depth grows with the namespace's size (`_depth`).
         self.depth_grows = depth_grows
@@ -166,7 +175,7 @@ class QueryPipeline:
         searched by meaning, where the lexical channel exists. The names of the namespace's
         speakers are searched by their words only (`meaning_of`): `speakers`, the text's names
         that are speakers', when the caller looked them up already (`speakers_in`; empty: embed
-        every name), else looked up here; dense recall puts what involves them first (`_dense`).
+        every name), else looked up here; both channels put what involves them first (`_named_first`).
         """
         if not dense and self.lexical is not None:
             return await self._words_only(plan, text, report, deadline, k or await self._depth(plan, deadline))
@@ -191,11 +200,19 @@ class QueryPipeline:
             if self.lexical is not None and lexical is None:
                 lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
             with stage_span(self.tracer, report, "recall") as span:
-                dense_call = self._dense(plan, qv.vector, deadline, k, speakers)
+                depth_k = k or self.recall.depth(plan)
+                named = bool(speakers) and self.lexical is not None and self.named_depth_factor > 1
+                dense_call = self.recall.run(
+                    plan, qv.vector, deadline, depth_k * (self.named_depth_factor if named else 1)
+                )
                 if lexical is None:
-                    candidates = await dense_call
+                    candidates = (await dense_call)[:depth_k]
                 else:
                     dense_hits, lexical_hits = await asyncio.gather(dense_call, lexical, return_exceptions=True)
+                    if named:
+                        dense_hits, lexical_hits = await self._named_first(
+                            plan, dense_hits, lexical_hits, speakers, depth_k, deadline
+                        )
                     candidates = self._fuse(dense_hits, lexical_hits, report)
                     span.set_attribute("memsvc.candidates.dense", sum(1 for c in candidates if c.dense_rank))
                     span.set_attribute("memsvc.candidates.lexical", sum(1 for c in candidates if c.lexical_rank))
@@ -218,26 +235,40 @@ class QueryPipeline:
         except Unavailable:
             return None
 
-    async def _dense(
-        self, plan: QueryPlan, vector: Vector, deadline: Deadline, k: int | None, speakers: Sequence[str]
-    ) -> list[Candidate]:
-        """Dense recall; for a question that names speakers, what involves them first.
+    async def _named_first(
+        self,
+        plan: QueryPlan,
+        dense: list[Candidate] | BaseException,
+        lexical: list[Candidate] | BaseException,
+        speakers: Sequence[str],
+        depth: int,
+        deadline: Deadline,
+    ) -> tuple[list[Candidate] | BaseException, list[Candidate] | BaseException]:
+        """Both channels' lists for a question that names speakers, what involves them first.
 
-        The names are left out of what is embedded (`meaning_of`), so the meaning alone would
-        rank another person's chat about books level with the named person's. Among a deeper
-        list, the memories whose postings hold a named speaker (said by, to or about them) keep
-        their order ahead of the rest: where everything involves them (two people's only chat)
-        nothing moves; in a long history of other chats the named person's come first."""
-        depth = k or self.recall.depth(plan)
-        if not speakers or self.lexical is None or self.named_depth_factor <= 1:
-            return await self.recall.run(plan, vector, deadline, depth)
-        hits = await self.recall.run(plan, vector, deadline, depth * self.named_depth_factor)
+        The names are left out of what is embedded (`meaning_of`), so by meaning alone another
+        person's chat about books ranks level with the named person's: among a deeper dense
+        list, what involves a named speaker (said by, to or about them) comes first, then the
+        rest of their conversations, then everything else, each group in its order. The
+        lexical channel matches the name itself, but also finds another person's chat by the
+        question's other words: in its list, what comes from a conversation with a named
+        speaker comes first. Where every memory is from a chat with them (two people's only
+        conversation) only the dense list's first group moves; in a long history of other
+        chats theirs come first in both."""
+        assert self.lexical is not None
+        found = [hits for hits in (dense, lexical) if not isinstance(hits, BaseException)]
+        ids = list(dict.fromkeys(c.memory_id for hits in found for c in hits))
         try:
-            involved = await self.lexical.involving(plan, [c.memory_id for c in hits], speakers, deadline)
+            involved: Involvement | None = await self.lexical.involving(plan, ids, speakers, deadline)
         except Unavailable:
-            return hits[:depth]
-        ordered = [c for c in hits if c.memory_id in involved] + [c for c in hits if c.memory_id not in involved]
-        return [c._replace(dense_rank=i) for i, c in enumerate(ordered[:depth], start=1)]
+            involved = None
+        if not isinstance(dense, BaseException):
+            kept = dense if involved is None else _first(_first(dense, involved.conversation), involved.named)
+            dense = [c._replace(dense_rank=i) for i, c in enumerate(kept[:depth], start=1)]
+        if not isinstance(lexical, BaseException) and involved is not None:
+            kept = _first(lexical, involved.conversation)
+            lexical = [c._replace(lexical_rank=i) for i, c in enumerate(kept, start=1)]
+        return dense, lexical
 
     async def speakers_in(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
         """For each of `texts`, its names that the namespace's speakers go by, in one lookup of
@@ -349,17 +380,21 @@ class QueryPipeline:
         else:
             ordered, n = candidates, len(candidates)
         with stage_span(self.tracer, report, "hydrate") as span:
-            hydrated = await self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all)
+            # Recency counts from the user's newest memory (`recency_reference`), read meanwhile.
+            hydrated, newest = await asyncio.gather(
+                self.hydrate.run(plan, ordered[:n], deadline, decrypt=decrypt_all), self.hydrate.newest(plan, deadline)
+            )
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
+        since = recency_reference(newest, now)
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
-            ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
+            ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
             if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
                 with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
-                ordering = self.rank.order(hydrated, plan.min_importance, now, plan.about_the_present)
+                ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
             kept: list[Scored] = []  # the results still to open (without a rerank)
             reranked_all: list[RankedMemory] = []  # every candidate as a mode reordered them
             lead = ""  # a mode's own account of its first result
@@ -369,7 +404,8 @@ class QueryPipeline:
             else:
                 # Every candidate is open already (decrypt_all): the mode orders them all.
                 reranked = await rerank(await self._opened(ordering.scored, plan, matched), now)
-                memories, report.dropped_below_relevance = results(reranked.memories, min_relevance, plan.limit)
+                once = unrepeated(reranked.memories)
+                memories, report.dropped_below_relevance = results(once, min_relevance, plan.limit)
                 reranked_all = reranked.memories
                 if memories and reranked.memories and memories[0] is reranked.memories[0]:
                     lead = reranked.explanation
@@ -381,7 +417,7 @@ class QueryPipeline:
             # Only the results are decrypted: ranking read the sealed rows' plaintext columns.
             started = time.perf_counter()
             with child_span(self.tracer, "memsvc.hydrate.open") as span:
-                memories = await self._opened(kept, plan, matched)
+                memories = await self._opened_once(kept, ordering.scored, plan, matched, min_relevance)
                 span.set_attribute("memsvc.results", len(memories))
             report.add_time("hydrate", time.perf_counter() - started)  # decryption is hydration
         # Part of ranking (the newest of statements that answer alike wins), once the results are open.
@@ -415,6 +451,28 @@ class QueryPipeline:
             )
             span.set_attribute("memsvc.result_cache.stored", slot is not None)
         return QueryOutcome(plan, memories, explanation, report)
+
+    async def _opened_once(
+        self,
+        kept: Sequence[Scored],
+        scored: Sequence[Scored],
+        plan: QueryPlan,
+        matched: Mapping[str, Sequence[str]] | None,
+        min_relevance: float,
+    ) -> list[RankedMemory]:
+        """The results `kept` (the first of `scored` that `results` keeps) opened, each sentence
+        once (`unrepeated`): a result that repeats a higher one word for word gives its place to
+        the next of `scored`, opened in turn. Whether two say the same is known only once open."""
+        memories = await self._opened(kept, plan, matched)
+        once = unrepeated(memories)
+        if len(once) == len(memories):
+            return memories
+        rest = results(scored, min_relevance, len(scored))[0][len(kept) :]
+        while len(once) < plan.limit and rest:
+            more = await self._opened(rest[: plan.limit - len(once)], plan, matched)
+            rest = rest[len(more) :]
+            once = unrepeated([*once, *more])
+        return once
 
     async def _opened(
         self, scored: Sequence[Scored], plan: QueryPlan, matched: Mapping[str, Sequence[str]] | None
@@ -452,6 +510,11 @@ class QueryPipeline:
                 plan, ranked, now, None, cached.explanation, cached.candidates_recalled, cached.dropped_by_importance
             )
         return QueryOutcome(plan, ranked, cached.explanation, replace(report))
+
+
+def _first(hits: list[Candidate], involved: frozenset[str]) -> list[Candidate]:
+    """`hits` with those in `involved` first, each group in its order."""
+    return [c for c in hits if c.memory_id in involved] + [c for c in hits if c.memory_id not in involved]
 
 
 def _by_fused(c: Candidate) -> tuple[float, float, float, str]:

@@ -162,6 +162,7 @@ class RankStage:
     ) -> Ordering:
         """Every item that passes the importance gate and states something, scored, best first.
 
+        Recency counts from `now` (`recency_reference`: the user's newest memory).
         An acknowledgement ("Good to know!") is never a result of its own: a query can attach
         it as context of the turn it answers. `about_the_present`: the query asks what holds
         now, so outdated memories give way; otherwise (what happened, what held before) they
@@ -176,6 +177,18 @@ class RankStage:
             scored.append(Scored(item.memory, self.score(b), b))
         scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
         return Ordering(scored, gated)
+
+
+def recency_reference(newest: float | None, now: float) -> float:
+    """The time recency counts from: when the user's newest memory was made (`now` at the latest).
+
+    Recency is a prior among a user's memories, so it is counted in the user's own time: their
+    last chat is the freshest thing they said, however long ago that was. Counted from now,
+    every memory of a user who last spoke a year ago has lost all its recency, and what they
+    said last no longer stands out from what they said years before (a user's long history,
+    docs/performance.md). For a user who talks every day the two are the same.
+    """
+    return now if newest is None else min(now, newest)
 
 
 # all-MiniLM-L6-v2 cosines of a question and a memory: half of the unrelated pairs score below
@@ -299,4 +312,25 @@ def distinct(ranked: Sequence[R]) -> list[R]:
         kept.append(r)
         covered.add(r.memory.id)
         covered |= sources
+    return kept
+
+
+def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """`ranked` (opened, best first) without a memory that says word for word what a higher one
+    says, by the same speaker in the same role.
+
+    One sentence said again (an assistant's stock reply, a user retelling the same thing in
+    another chat, a history imported twice) is one piece of evidence, as a turn and its
+    extracted memory are (`distinct`); the higher one stands for both, and the place the
+    repeat took goes to the next result.
+    """
+    seen: set[tuple[str, str, str]] = set()
+    kept: list[RankedMemory] = []
+    for r in ranked:
+        m = r.memory
+        said = (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
+        if said in seen:
+            continue
+        seen.add(said)
+        kept.append(r)
     return kept

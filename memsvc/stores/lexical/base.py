@@ -65,6 +65,13 @@ class LexicalIndex(Protocol):
         """Which of `terms` each memory's postings hold, in one query: a memory holding none is absent."""
         ...
 
+    async def sessions_holding(
+        self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """Of `memory_ids`, those whose postings hold one of `terms`, and those of a session
+        (`session_id`) in which one of `memory_ids` does (the first among them); one read."""
+        ...
+
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         """Which of `terms` any memory of the namespace holds."""
         ...

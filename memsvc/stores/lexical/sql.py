@@ -269,6 +269,29 @@ class SqlLexicalIndex:
 
         return await self._db.transact(held(), write=False, short=True)
 
+    async def sessions_holding(
+        self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        if not memory_ids or not terms:
+            return frozenset(), frozenset()
+        ids = list(dict.fromkeys(memory_ids))
+        in_ids, id_values = self._sql.in_list("memory_id", ids)
+        in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
+        holding = f"SELECT DISTINCT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
+        in_rows, row_values = self._sql.in_list("id", ids)
+        # By id, as the rows are fetched (`fetch_memories_statement`): a few hundred key probes.
+        sessions = f"SELECT id, session_id FROM memories WHERE {self._sql.unindexed('ns')} = %s AND {in_rows}"
+
+        def read() -> Program[tuple[frozenset[str], frozenset[str]]]:
+            held = frozenset(str(r[0]) for r in (yield q(holding, (namespace.digest, *term_values, *id_values))).rows)
+            if not held:
+                return held, held
+            session_of = {str(r[0]): str(r[1]) for r in (yield q(sessions, (namespace.digest, *row_values))).rows}
+            involved = {session_of[m] for m in held if session_of.get(m)}
+            return held, held | {m for m, s in session_of.items() if s and s in involved}
+
+        return await self._db.transact(read(), write=False, short=True)
+
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         if not terms:
             return frozenset()

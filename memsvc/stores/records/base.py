@@ -141,6 +141,10 @@ class MemoryRecords(Protocol):
         """The rows of `ids` that belong to `namespace`, in one query."""
         ...
 
+    async def newest_memory_at(self, namespace: Namespace) -> float | None:
+        """When the namespace's newest memory was created (`created_at`); None when it has none."""
+        ...
+
     async def session_neighbors(
         self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
     ) -> list[StoredMemory]:

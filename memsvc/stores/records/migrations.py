@@ -141,6 +141,15 @@ _POSTGRES_LEXICAL_TERMS: Migration = (
 )
 
 
+# A user's memories of one kind, newest first: the interaction contract reads the active
+# instructions for every composed context, and by the namespace's time index alone it walked
+# the whole namespace to find a handful (37 ms at 13,000 memories, 0.01 ms with this index).
+_MEMORIES_BY_KIND: Migration = (
+    12,
+    ("CREATE INDEX memories_ns_kind_created ON memories (ns, kind, created_at DESC, id DESC)",),
+)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -354,6 +363,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _LEXICAL_DOCS_COVERING,
     _ACKNOWLEDGEMENTS,
     _SQLITE_LEXICAL_TERMS,
+    _MEMORIES_BY_KIND,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -584,4 +594,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _LEXICAL_DOCS_COVERING,
     _ACKNOWLEDGEMENTS,
     _POSTGRES_LEXICAL_TERMS,
+    _MEMORIES_BY_KIND,
 )

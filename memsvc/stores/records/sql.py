@@ -216,6 +216,16 @@ class SqlRecordStore(ABC):
 
         return await self._read(fetch(), short=len(ids) <= _SHORT_FETCH_IDS)
 
+    async def newest_memory_at(self, namespace: Namespace) -> float | None:
+        # The first entry of the index memories_ns_created (ns, created_at DESC, id DESC).
+        sql = "SELECT MAX(created_at) FROM memories WHERE ns = %s"
+
+        def newest() -> Program[float | None]:
+            row = (yield q(sql, (namespace.digest,))).first()
+            return None if row is None or row[0] is None else float(row[0])
+
+        return await self._read(newest(), short=True)
+
     async def session_neighbors(
         self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
     ) -> list[StoredMemory]:

@@ -903,7 +903,8 @@ type ScoreBreakdown struct {
 
 	// Cosine similarity between the query and the memory, clamped to [0, 1].
 	Semantic float32 `protobuf:"fixed32,1,opt,name=semantic,proto3" json:"semantic,omitempty"`
-	// Freshness: 1 for a memory created now, halving every recency half-life.
+	// Freshness: 1 for the user's newest memory, halving with every recency half-life (a year by
+	// default) that the memory is older.
 	Recency float32 `protobuf:"fixed32,2,opt,name=recency,proto3" json:"recency,omitempty"`
 	// The memory's importance.
 	Importance float32 `protobuf:"fixed32,3,opt,name=importance,proto3" json:"importance,omitempty"`

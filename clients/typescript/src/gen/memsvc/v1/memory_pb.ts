@@ -404,7 +404,8 @@ export type ScoreBreakdown = Message<"memsvc.v1.ScoreBreakdown"> & {
   semantic: number;
 
   /**
-   * Freshness: 1 for a memory created now, halving every recency half-life.
+   * Freshness: 1 for the user's newest memory, halving with every recency half-life (a year by
+   * default) that the memory is older.
    *
    * @generated from field: float recency = 2;
    */
