@@ -101,6 +101,22 @@ def test_a_write_is_searchable_counted_and_isolated(
 
 
 @pytest.mark.parametrize("placement", ["partition", "partition_key"])
+def test_a_memory_indexed_again_after_each_seal_is_counted_once(
+    loop_thread: LoopThread, indexes: IndexFactory, placement: str
+) -> None:
+    # A memory's vector is written again whenever its status or tier changes; a server's upsert
+    # leaves the replaced row in its sealed segment until compaction.
+    index = indexes(placement)
+    for _ in range(3):
+        loop_thread.run(index.upsert(ALICE, [item("a1", 1), item("a2", 2), item("a3", 3)]))
+        for name in index.client.list_collections():
+            index.client.flush(name)
+    loop_thread.run(index.upsert(BOB, [item("b1", 4)]))
+    assert loop_thread.run(index.count(ALICE)) == 3
+    assert loop_thread.run(index.count(BOB)) == 1
+
+
+@pytest.mark.parametrize("placement", ["partition", "partition_key"])
 def test_delete_and_drop_namespace_remove_only_their_own(
     loop_thread: LoopThread, indexes: IndexFactory, placement: str
 ) -> None:
