@@ -176,6 +176,9 @@ def test_recency_counts_from_the_users_newest_memory_never_from_the_future() -> 
     ]
     ordering = stage.order(items, min_importance=0.0, now=recency_reference(1_000.0, now))
     assert [s.breakdown.recency for s in ordering.scored] == pytest.approx([1.0, 0.5])
+    # "Where did I live before I moved?" asks for the older: recency does not prefer the newest.
+    before = stage.order(items, min_importance=0.0, now=1_000.0, about_the_past=True)
+    assert [s.breakdown.recency for s in before.scored] == [1.0, 1.0]
 
 
 def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:

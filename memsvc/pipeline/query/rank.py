@@ -97,13 +97,19 @@ class RankStage:
         self._usage_norms = usage_norms
 
     def breakdown(
-        self, item: Hydrated, now: float, best_fused: float = 0.0, about_the_present: bool = False
+        self,
+        item: Hydrated,
+        now: float,
+        best_fused: float = 0.0,
+        about_the_present: bool = False,
+        about_the_past: bool = False,
     ) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
         age_s = max(0.0, now - m.created_at)
         return ScoreBreakdown(
             semantic=_unit(c.similarity),
-            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 else 1.0,
+            # A question about what held before a change asks for the older: the newest is no prior.
+            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 and not about_the_past else 1.0,
             importance=_unit(m.importance),
             # Saturating: the first recalls say much more than the hundredth.
             # Normalised by the tenant's usage percentiles (maintenance job), else saturating.
@@ -158,7 +164,12 @@ class RankStage:
         return self._weights.semantic / total if total > 0 else 0.0
 
     def order(
-        self, items: Sequence[Hydrated], min_importance: float, now: float, about_the_present: bool = False
+        self,
+        items: Sequence[Hydrated],
+        min_importance: float,
+        now: float,
+        about_the_present: bool = False,
+        about_the_past: bool = False,
     ) -> Ordering:
         """Every item that passes the importance gate and states something, scored, best first.
 
@@ -166,14 +177,15 @@ class RankStage:
         An acknowledgement ("Good to know!") is never a result of its own: a query can attach
         it as context of the turn it answers. `about_the_present`: the query asks what holds
         now, so outdated memories give way; otherwise (what happened, what held before) they
-        keep their full score, as history.
+        keep their full score, as history. `about_the_past`: it asks what held before a change,
+        so recency, which prefers the newest, is level.
         """
         kept = [i for i in items if i.memory.importance >= min_importance and not i.memory.acknowledgement]
         gated = sum(1 for i in items if i.memory.importance < min_importance)
         best_fused = max((i.candidate.fused for i in items), default=0.0)
         scored = []
         for item in kept:
-            b = self.breakdown(item, now, best_fused, about_the_present)
+            b = self.breakdown(item, now, best_fused, about_the_present, about_the_past)
             scored.append(Scored(item.memory, self.score(b), b))
         scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
         return Ordering(scored, gated)
