@@ -12,7 +12,7 @@ cosine and shows `lexical`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol, TypeVar
 
 from memsvc.config import RankWeights
@@ -328,21 +328,32 @@ def distinct(ranked: Sequence[R]) -> list[R]:
 
 
 def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
-    """`ranked` (opened, best first) without a memory that says word for word what a higher one
-    says, by the same speaker in the same role.
+    """`ranked` (opened, best first) with each sentence once: of the memories that say word for
+    word the same, by the same speaker in the same role (spacing and case aside), the newest
+    telling stands for all, in the place and with the score of the highest.
 
     One sentence said again (an assistant's stock reply, a user retelling the same thing in
     another chat, a history imported twice) is one piece of evidence, as a turn and its
-    extracted memory are (`distinct`); the higher one stands for both, and the place the
-    repeat took goes to the next result.
+    extracted memory are (`distinct`), and the place a repeat took goes to the next result.
+    The newest, as a newer statement replacing a result does (current.py): it is the latest
+    time it was said.
     """
+
+    def said(m: Memory) -> tuple[str, str, str]:
+        return (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
+
+    newest: dict[tuple[str, str, str], RankedMemory] = {}
+    for r in ranked:
+        key = said(r.memory)
+        if key not in newest or r.memory.created_at > newest[key].memory.created_at:
+            newest[key] = r
     seen: set[tuple[str, str, str]] = set()
     kept: list[RankedMemory] = []
     for r in ranked:
-        m = r.memory
-        said = (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
-        if said in seen:
+        key = said(r.memory)
+        if key in seen:
             continue
-        seen.add(said)
-        kept.append(r)
+        seen.add(key)
+        telling = newest[key]
+        kept.append(r if telling is r else replace(telling, score=r.score))
     return kept
