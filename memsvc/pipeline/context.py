@@ -102,6 +102,9 @@ class QueryPlan:
     # of results that answer it alike the newest statement wins (current.py). Not a question
     # about what held before ("where did I live before I moved?"), which looks for them.
     about_the_present: bool = False
+    # The query asks what held before a change ("where did I live before I moved?"): recency,
+    # which prefers the newest, does not weigh in (rank.py).
+    about_the_past: bool = False
 
     @property
     def request_key(self) -> str:

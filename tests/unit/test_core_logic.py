@@ -176,21 +176,29 @@ def test_recency_counts_from_the_users_newest_memory_never_from_the_future() -> 
     ]
     ordering = stage.order(items, min_importance=0.0, now=recency_reference(1_000.0, now))
     assert [s.breakdown.recency for s in ordering.scored] == pytest.approx([1.0, 0.5])
+    # "Where did I live before I moved?" asks for the older: recency does not prefer the newest.
+    before = stage.order(items, min_importance=0.0, now=1_000.0, about_the_past=True)
+    assert [s.breakdown.recency for s in before.scored] == [1.0, 1.0]
 
 
 def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:
-    def said(memory_id: str, content: str, speaker: str = "Mel", role: Role = Role.USER) -> RankedMemory:
-        m = Memory(id=memory_id, namespace=ALICE, content=content, speaker_name=speaker, role=role)
-        return RankedMemory(m, 0.5, ScoreBreakdown())
+    def said(
+        memory_id: str, content: str, speaker: str = "Mel", role: Role = Role.USER, at: float = 1_000.0
+    ) -> RankedMemory:
+        m = Memory(id=memory_id, namespace=ALICE, content=content, speaker_name=speaker, role=role, created_at=at)
+        return RankedMemory(m, 1 - ord(memory_id) / 1000, ScoreBreakdown())
 
     ranked = [
         said("a", "I went camping in the mountains."),
-        said("b", "I went  camping in the Mountains. "),  # the same words, spacing and case aside
+        said("b", "I went  camping in the Mountains. ", at=2_000.0),  # the same words, said later
         said("c", "I went camping in the mountains.", speaker="Caro"),  # someone else said it
         said("d", "I went camping in the mountains.", speaker="", role=Role.ASSISTANT),
         said("e", "I went camping by the lake."),
     ]
-    assert [r.memory.id for r in unrepeated(ranked)] == ["a", "c", "d", "e"]
+    once = unrepeated(ranked)
+    # The newest telling stands for both, in the higher one's place and with its score.
+    assert [r.memory.id for r in once] == ["b", "c", "d", "e"]
+    assert once[0].score == ranked[0].score
 
 
 @given(st.text(max_size=40))

@@ -388,13 +388,17 @@ class QueryPipeline:
         since = recency_reference(newest, now)
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
-            ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
+            ordering = self.rank.order(
+                hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past
+            )
             if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
                 with child_span(self.tracer, "memsvc.hydrate.rest") as rest:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
-                ordering = self.rank.order(hydrated, plan.min_importance, since, plan.about_the_present)
+                ordering = self.rank.order(
+                    hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past
+                )
             kept: list[Scored] = []  # the results still to open (without a rerank)
             reranked_all: list[RankedMemory] = []  # every candidate as a mode reordered them
             lead = ""  # a mode's own account of its first result

@@ -12,7 +12,7 @@ cosine and shows `lexical`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol, TypeVar
 
 from memsvc.config import RankWeights
@@ -97,13 +97,19 @@ class RankStage:
         self._usage_norms = usage_norms
 
     def breakdown(
-        self, item: Hydrated, now: float, best_fused: float = 0.0, about_the_present: bool = False
+        self,
+        item: Hydrated,
+        now: float,
+        best_fused: float = 0.0,
+        about_the_present: bool = False,
+        about_the_past: bool = False,
     ) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
         age_s = max(0.0, now - m.created_at)
         return ScoreBreakdown(
             semantic=_unit(c.similarity),
-            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 else 1.0,
+            # A question about what held before a change asks for the older: the newest is no prior.
+            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 and not about_the_past else 1.0,
             importance=_unit(m.importance),
             # Saturating: the first recalls say much more than the hundredth.
             # Normalised by the tenant's usage percentiles (maintenance job), else saturating.
@@ -158,7 +164,12 @@ class RankStage:
         return self._weights.semantic / total if total > 0 else 0.0
 
     def order(
-        self, items: Sequence[Hydrated], min_importance: float, now: float, about_the_present: bool = False
+        self,
+        items: Sequence[Hydrated],
+        min_importance: float,
+        now: float,
+        about_the_present: bool = False,
+        about_the_past: bool = False,
     ) -> Ordering:
         """Every item that passes the importance gate and states something, scored, best first.
 
@@ -166,14 +177,15 @@ class RankStage:
         An acknowledgement ("Good to know!") is never a result of its own: a query can attach
         it as context of the turn it answers. `about_the_present`: the query asks what holds
         now, so outdated memories give way; otherwise (what happened, what held before) they
-        keep their full score, as history.
+        keep their full score, as history. `about_the_past`: it asks what held before a change,
+        so recency, which prefers the newest, is level.
         """
         kept = [i for i in items if i.memory.importance >= min_importance and not i.memory.acknowledgement]
         gated = sum(1 for i in items if i.memory.importance < min_importance)
         best_fused = max((i.candidate.fused for i in items), default=0.0)
         scored = []
         for item in kept:
-            b = self.breakdown(item, now, best_fused, about_the_present)
+            b = self.breakdown(item, now, best_fused, about_the_present, about_the_past)
             scored.append(Scored(item.memory, self.score(b), b))
         scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
         return Ordering(scored, gated)
@@ -316,21 +328,32 @@ def distinct(ranked: Sequence[R]) -> list[R]:
 
 
 def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
-    """`ranked` (opened, best first) without a memory that says word for word what a higher one
-    says, by the same speaker in the same role.
+    """`ranked` (opened, best first) with each sentence once: of the memories that say word for
+    word the same, by the same speaker in the same role (spacing and case aside), the newest
+    telling stands for all, in the place and with the score of the highest.
 
     One sentence said again (an assistant's stock reply, a user retelling the same thing in
     another chat, a history imported twice) is one piece of evidence, as a turn and its
-    extracted memory are (`distinct`); the higher one stands for both, and the place the
-    repeat took goes to the next result.
+    extracted memory are (`distinct`), and the place a repeat took goes to the next result.
+    The newest, as a newer statement replacing a result does (current.py): it is the latest
+    time it was said.
     """
+
+    def said(m: Memory) -> tuple[str, str, str]:
+        return (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
+
+    newest: dict[tuple[str, str, str], RankedMemory] = {}
+    for r in ranked:
+        key = said(r.memory)
+        if key not in newest or r.memory.created_at > newest[key].memory.created_at:
+            newest[key] = r
     seen: set[tuple[str, str, str]] = set()
     kept: list[RankedMemory] = []
     for r in ranked:
-        m = r.memory
-        said = (m.role.value, m.speaker_name, " ".join(m.content.split()).casefold())
-        if said in seen:
+        key = said(r.memory)
+        if key in seen:
             continue
-        seen.add(said)
-        kept.append(r)
+        seen.add(key)
+        telling = newest[key]
+        kept.append(r if telling is r else replace(telling, score=r.score))
     return kept

@@ -6,7 +6,7 @@ import uuid
 
 from memsvc.domain.models import Namespace, Permission, Principal
 from memsvc.errors import PermissionDenied
-from memsvc.llm.heuristics import asks_about_the_present
+from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan
 from memsvc.pipeline.validation import Limits, validate_query
 
@@ -39,4 +39,5 @@ class ScopeStage:
             skip_cache=request.skip_cache,
             source=request,
             about_the_present=asks_about_the_present(request.query),
+            about_the_past=asks_about_the_past(request.query),
         )
