@@ -565,6 +565,19 @@ OTHERS_ON_BOOKS = [
 # Four pairs of other people, each having the same chat (the same sentence said by one speaker
 # twice is returned once: `rank.unrepeated`).
 OTHER_PEOPLE = [("Omar", "Rosa"), ("Lars", "Nora"), ("Hiro", "Vera"), ("Kofi", "Zara")]
+
+
+def add_other_peoples_chats(s: RunningServer, chat: list[tuple[str, str]]) -> None:
+    """`chat` (Omar and Rosa's) had by each pair of OTHER_PEOPLE, in the days before May 8, 2023."""
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        people = {"Omar": first, "Rosa": second}
+        spoken = [
+            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
+            for i, (name, text) in enumerate(chat)
+        ]
+        add_conversation(s, "long", f"older-{n}", spoken)
+
+
 MELANIE_ON_BOOKS = [
     turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
     turn("Finished 'Becoming' by Michelle Obama, so inspiring!", "Melanie", at=MAY_8_2023 + 60),
@@ -576,13 +589,7 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    for n, (first, second) in enumerate(OTHER_PEOPLE):
-        people = {"Omar": first, "Rosa": second}
-        spoken = [
-            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
-            for i, (name, text) in enumerate(OTHERS_ON_BOOKS)
-        ]
-        add_conversation(s, "long", f"older-{n}", spoken)
+    add_other_peoples_chats(s, OTHERS_ON_BOOKS)
     said = add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns[1]
     turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
     found = query(s, "long", "What books has Melanie read?", filter=turns_only, limit=5)
@@ -609,13 +616,7 @@ def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_c
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    for n, (first, second) in enumerate(OTHER_PEOPLE):
-        people = {"Omar": first, "Rosa": second}
-        spoken = [
-            turn(text.replace("Rosa", second), people[name], at=MAY_8_2023 - (10 - n) * DAY + i)
-            for i, (name, text) in enumerate(OTHERS_ON_POTTERY)
-        ]
-        add_conversation(s, "long", f"older-{n}", spoken)
+    add_other_peoples_chats(s, OTHERS_ON_POTTERY)
     guessed = add_conversation(s, "long", "s1", MELANIE_SIGNS_UP).turns[1]
     turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
     found = query(s, "long", "Which pottery class did Melanie sign up for?", filter=turns_only, limit=5)
