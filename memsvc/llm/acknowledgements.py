@@ -14,12 +14,15 @@ These shapes are told apart by rules:
 - a wish, whatever it names ("Have a great trip!", "Enjoy the BBQ!"), and an assistant's
   one-word judgement of what it was told ("Sensible.");
 - an assistant's question, alone or after such a remark ("Happy to help. What are your monthly
-  costs?"): the user's answer states what it asks about.
+  costs?"): the user's answer states what it asks about;
+- the user taking up what the assistant said, not asked: one word ("bet", "sold"), or only
+  what they do with it ("found it", "ok ordering", "I'll report back"); and the answer to an
+  offer of the assistant's ("Want me to draft it?" "nah im good").
 
-A user who answers the assistant in the assistant's own words is choosing ("pinot noir it
-is"), not echoing, and whoever answers a question answers it, however short ("Nope!",
+A user who picks one of the assistant's words is choosing ("pinot noir it is", "the blue one
+then"), not echoing, and whoever answers a question answers it, however short ("Nope!",
 "Stanage. Thanks."); anything that names something new ("Luna and Oliver!", "Tuesdays at 7.")
-states something too.
+or says something of the speaker's own ("im vegan tho") states something too.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ _INTERJECTIONS = frozenset(
     oh ooh ah aah aw aww awww wow whoa woah yay yey hooray haha hahaha hahahaha hehe heh ha lol lmao rofl omg gosh
     geez jeez hmm hm mm mmm uh um huh yikes ugh phew oops ouch oof yum yummy hah ok okay k kk alright allright cool
     nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
-    sorted cracking lush grand stoked buzzing swell dandy
+    sorted cracking lush grand stoked buzzing swell dandy fr frfr
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _COURTESIES = frozenset(
@@ -46,6 +49,8 @@ _COURTESIES = frozenset(
     thanks thank thx ty tysm ta u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
     fun wishes wish hope hoping xoxo safe travels np
+    gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
+    shukriya
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.
@@ -64,25 +69,43 @@ _EVALUATIONS = frozenset(
     smart clever helpful useful kind thoughtful fascinating inspiring solid noted understood understandable
     gotcha got see know hear heard sounds sound seems seem looks look feel mean love loved like fine well better
     best lot bit sense makes fabulous marvellous marvelous splendid stellar epic dope rad legit lucky touching
-    relief relieved bummer shame pity huge big relatable deserved done
+    relief relieved bummer shame pity huge big relatable deserved done enough worth poor
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Nouns a reaction names what it reacts to with ("Great idea!", "Thanks for the tip").
 _REACTION_NOUNS = frozenset(
     """
     idea ideas plan news update tip tips advice suggestion suggestions info information help point question
-    reminder choice call pick chat talk note shout
+    reminder choice call pick chat talk note shout explanation explanations
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # How people address whoever they reply to without naming them ("cheers mate", "thanks guys").
-_ADDRESS = frozenset("mate mates dude man buddy pal bro guys folks friend love hun babe sir madam".split())  # noqa: SIM905
+_ADDRESS = frozenset("mate mates dude man buddy pal bro guys folks friend love hun babe sir madam dear".split())  # noqa: SIM905
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
 _DIGIT = re.compile(r"\d")
 # Whoever a reply calls by name, title and all, at a sentence's end ("Happy running, Dr. Okafor.").
 _VOCATIVE = re.compile(r",\s+((?:[A-Z][\w'.-]*\s+){0,2}[A-Z][\w'.-]*)\s*[!.?]+(?:\s|$)")
 # The speaker saying something of their own.
-_OWN = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|mine|we|we're|we've|our)\b", re.IGNORECASE)
+_OWN = re.compile(r"\b(?:I|I'm|im|I've|ive|I'll|I'd|my|mine|we|we're|we've|our)\b", re.IGNORECASE)
+# The speaker saying what they will do with what they were told ("I'll report back", "I will
+# look into it"): no fact of theirs.
+_INTENT = re.compile(r"\bI(?:['\u2019]ll| will| shall|['\u2019]m going to| am going to)\s+(?=\w)", re.IGNORECASE)
+# A reply that picks one of the options it was given ("pinot noir it is", "the blue one then").
+_CHOICE = re.compile(
+    r"(?:\bit is|\bthen|\bplease|\bpls|\bfor sure)\W*$|\b(?:go|going|goin|gonna go) with\b|"
+    r"\bI(?:'ll|\u2019ll| will)\s+(?:take|have|get|go for)\b|\blet'?s (?:do|go with|go for)\b",
+    re.IGNORECASE,
+)
+# An assistant's question that offers its own help ("Want me to draft it?", "Shall I list
+# them?", "Anything else?"): what answers it tells nothing of the user.
+_OFFER = re.compile(
+    r"\b(?:want|like|need)\s+(?:me\s+to|my\s+help|help|a\s+hand|more|another|any\s*(?:thing|more))\b|"
+    r"\b(?:shall|should|can|could|may)\s+I\b|\banything else\b",
+    re.IGNORECASE,
+)
+# "What a leap." exclaims, whatever its punctuation.
+_EXCLAIMS = re.compile(r"^what\s+an?\b", re.IGNORECASE)
 # How an assistant says what it feels about the news ("I'm so sorry", "I am glad"): courtesy.
 _FEELING = re.compile(
     r"\bI(?:'m|\u2019m| am)\s+(?:\w+\s+)?(?:sorry|glad|happy|thrilled|delighted|pleased)\b", re.IGNORECASE
@@ -93,6 +116,12 @@ _MAX_ECHOES = 2
 # The longest reply that is still a reaction when it names a thing or two of its own.
 _MAX_REACTION_WORDS = 10
 _MAX_OTHER_WORDS = 2
+# The longest reply in which the user only says what they do with what they were told, and the
+# words that only say when or how far ("I'll report back", "will look into it this week").
+_MAX_UPTAKE_WORDS = 8
+_WHEN = frozenset("back up out off over again later soon today tonight tomorrow week weekend asap first".split())  # noqa: SIM905
+# A quotation in a turn (a drafted message): its questions are not asked of the reader.
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
 # An assistant's remark this short, on a statement of the user's, is a reaction to it.
 _MAX_REMARK_WORDS = 8
 _WH = re.compile(r"\b(?:what|which|who|whom|whose|where|when|why|how)\b", re.IGNORECASE)
@@ -114,12 +143,20 @@ _ADVICE_LEAD = re.compile(
 # A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it"):
 # courtesy, whatever it names. The second list: what a wish wishes ("Have a safe flight").
 _WISHED = (
-    "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous "
+    "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous best "
     "splendid safe relaxing restful smooth happy productive fun blast"
 )
 _WISH = re.compile(
-    rf"^(?:enjoy|have\s+(?:(?:a|an)\s+)?(?:(?:really|very|so|super)\s+)?(?:{_WISHED.replace(' ', '|')})|"
-    r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey))\b",
+    rf"^(?:enjoy|have\s+(?:(?:a|an|the)\s+)?(?:(?:really|very|so|super)\s+)?(?:{_WISHED.replace(' ', '|')})|"
+    r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey)|"
+    r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien))\b",
+    re.IGNORECASE,
+)
+# What only the assistant says as a courtesy: its hopes for the user ("I hope the bridge club
+# loves them!") and its asking to hear back ("Let me know how it goes.").
+_ASSISTANT_COURTESY = re.compile(
+    r"^(?:(?:I|we)\s+(?:really\s+|do\s+)?hope\b|hope\s+(?:you|it|they|that|the|your)\b|let\s+me\s+know\b|"
+    r"keep\s+me\s+posted\b|please\s+do\W*$)",
     re.IGNORECASE,
 )
 
@@ -137,37 +174,43 @@ def is_acknowledgement(
     if _DIGIT.search(text):
         return False
     said = sentences(text)
-    if said and len(text.split()) <= _MAX_REACTION_WORDS and all(_WISH.match(s.lstrip(" \"'(")) for s in said):
+    if said and len(text.split()) <= _MAX_REACTION_WORDS and all(_courteous(s, role) for s in said):
         return True
     stems = (analyzer or Analyzer()).terms
     # Whoever the assistant asked answers it; the assistant's reply to a question is judged as
     # any of its remarks (an answer states something).
-    asked = "?" in answered and role is not Role.ASSISTANT
+    unquoted = _QUOTED.sub("", answered)
+    asked = "?" in unquoted and role is not Role.ASSISTANT and not _only_offers(unquoted)
     echoed = set(stems(answered)) | {normalise(w) for w in addressee.split()}
     # Whoever a reply calls by name at a sentence's end ("Congratulations, Mrs!") is addressed.
     vocatives = {normalise(w.rstrip(".")) for m in _VOCATIVE.finditer(text) for w in m.group(1).split()}
     # Told something, an assistant's one-word reply judges it ("Sensible.", "Bingo."), capitalised
     # or not; answering a question, it may name the answer.
-    told = not ("?" in answered or _WH_LEAD.match(answered.strip()) or _REQUEST.search(answered))
+    told = not ("?" in unquoted or _WH_LEAD.match(answered.strip()) or _REQUEST.search(unquoted))
     if role is Role.ASSISTANT and answered_role is Role.USER and told and len(tokens(text)) == 1:
         return True
     names = {normalise(w) for e in named_entities(text) if _may_name(e, text) for w in e.split()}
     names -= _PHATIC | _ASSENT | STOPWORDS | vocatives
     if {n for n in names if not set(stems(n)) <= echoed}:
         return False  # it names somebody or something new
-    choosing = role is Role.USER and answered_role is Role.ASSISTANT
+    # The user replying to what the assistant said, not asked; picking from it, or answering.
+    replying = role is Role.USER and answered_role is Role.ASSISTANT and not asked
+    choosing = replying and bool(_CHOICE.search(text.strip()))
     echoes = 0
+    picked = False
     other: list[str] = []
     led = False
     for sentence in said:
         # A question asked back is a reaction only in reaction words ("Really?", "Right?").
         # "What a leap!" exclaims.
-        question = sentence.endswith("?") or (bool(_WH_LEAD.match(sentence)) and not sentence.endswith("!"))
+        question = sentence.endswith("?") or (
+            bool(_WH_LEAD.match(sentence)) and not sentence.endswith("!") and not _EXCLAIMS.match(sentence)
+        )
         if question and role is Role.ASSISTANT:
             continue  # what the assistant asks states nothing of the user's; the answer will
         if question and _WH.search(sentence):
             return False
-        for word in tokens(sentence):
+        for word in map(_as_written, tokens(sentence)):
             if word in _ASSENT:
                 if asked:
                     return False  # "Nope!" to "Still vegetarian?" answers it
@@ -179,18 +222,28 @@ def is_acknowledgement(
             if question:
                 return False
             held = set(stems(word))
-            if not (asked or choosing) and held and held <= echoed and echoes < _MAX_ECHOES:
-                echoes += 1
-                continue
+            if held and held <= echoed:
+                if replying:
+                    picked = True  # in the assistant's words: the user picks from what it offered
+                elif not asked and echoes < _MAX_ECHOES:
+                    echoes += 1
+                    continue
             other.append(word)
     if not other:
         return True
-    if asked or choosing:
-        return False  # a reply naming anything answers or chooses ("pinot noir it is")
+    if asked or choosing or picked:
+        return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
+    if replying and len(tokens(text)) == 1:
+        return True  # "bet", "sold", "lifesaver": the user's one word on what they were told
     words = len(text.split())
     remark = role is Role.ASSISTANT and answered_role is Role.USER
-    if _OWN.search(_FEELING.sub("", text) if remark else text):
+    own = _FEELING.sub("", text) if remark else _INTENT.sub("", text) if replying else text
+    if _OWN.search(own):
         return False
+    if replying:
+        # "found it", "ok ordering": what the user does with it; anything else states something.
+        doing = [w for w in other if w not in _WHEN]
+        return words <= _MAX_UPTAKE_WORDS and len(doing) <= _MAX_OTHER_WORDS and _only_doing(doing, text)
     if role is Role.ASSISTANT and _advises(text):
         return False
     if led and len(other) <= _MAX_OTHER_WORDS and words <= _MAX_REACTION_WORDS:
@@ -202,6 +255,53 @@ def is_acknowledgement(
 
 
 _CLAUSE = re.compile(r"[^;:,.!?]+")
+
+
+def _as_written(word: str) -> str:
+    """`word` as a dictionary writes it: stretched letters squeezed ("yesss", "lmaooo"), a
+    contraction typed without its apostrophe restored ("thats", "im")."""
+    if re.search(r"(.)\1\1", word):
+        word = re.sub(r"(.)\1{2,}", r"\1", word)
+    if word in STOPWORDS or "'" in word or getAllLemmas(word):
+        return word
+    return next((c for i in range(1, len(word)) if (c := f"{word[:i]}'{word[i:]}") in STOPWORDS), word)
+
+
+def _courteous(sentence: str, role: Role) -> bool:
+    """Whether `sentence` is a wish, or, said by the assistant, only courtesy: its hopes for the
+    user, its asking to hear back, or words of reaction and assent ("Of course.")."""
+    bare = sentence.lstrip(" \"'(¡¿")
+    if _WISH.match(bare):
+        return True
+    if role is not Role.ASSISTANT:
+        return False
+    # "Wonderful, I hope you have a great visit!": the courtesy after a word of reaction.
+    lead = re.match(r"(\w+),\s+", bare)
+    if lead and normalise(lead.group(1)) in _LEADS:
+        bare = bare[lead.end() :]
+    return bool(_WISH.match(bare) or _ASSISTANT_COURTESY.match(bare)) or all(
+        w in STOPWORDS or w in _PHATIC or w in _ASSENT for w in tokens(bare)
+    )
+
+
+def _only_offers(text: str) -> bool:
+    """Whether every question of `text` offers the asker's help ("Want me to draft it?")."""
+    asked = [s for s in sentences(text) if s.endswith("?")]
+    return bool(asked) and all(_OFFER.search(s) for s in asked)
+
+
+def _only_doing(words: list[str], text: str) -> bool:
+    """Whether `words`, of `text`, are verb forms of doing ("found", "ordering", "check"): not
+    only a thing ("a chair"), a quality ("fake", "better") or a feeling ("feeling better" is the
+    speaker's news)."""
+    low = text.lower()
+    for word in words:
+        readings = getAllLemmas(word)
+        if "VERB" not in readings or "ADJ" in readings or "feel" in readings["VERB"]:
+            return False
+        if re.search(rf"\b(?:a|an|the)\s+{re.escape(word)}\b", low):
+            return False
+    return True
 
 
 def _advises(text: str) -> bool:
@@ -229,7 +329,8 @@ def _may_name(entity: str, text: str) -> bool:
     """Whether `entity`, found capitalised in `text`, can name somebody or something: a single word
     that opens a sentence is no name when it reads as a verb, an adverb or an adjective ("Works
     well!", "Easy win.")."""
-    if " " in entity or not any(text.lstrip(" \"'(¡¿").startswith(entity) or f"{p} {entity}" in text for p in ".!?"):
+    opening = re.sub(r"^\W+", "", text)  # past quotes, brackets and emoji
+    if " " in entity or not any(opening.startswith(entity) or f"{p} {entity}" in text for p in ".!?"):
         return True
     word = re.split(r"['\u2019]", entity.lower())[0]  # "That'll" is "that"
     readings = getAllLemmas(word)

@@ -43,6 +43,25 @@ NS = Namespace("t", "p", "e", "u")
         ("Smart.", "I'll book the earlier train then.", Role.ASSISTANT, Role.USER, True),
         ("Toddlers are like that!", "she bites everything", Role.ASSISTANT, Role.USER, True),
         ("cheers mate", "About £40 for the part.", Role.USER, Role.ASSISTANT, True),
+        ("Have the best weekend!", "off camping", Role.ASSISTANT, Role.USER, True),
+        ("Lovely, I hope the recital goes well!", "she plays on Friday", Role.ASSISTANT, Role.USER, True),
+        ("Of course. Let me know how it turns out.", "ok thanks", Role.ASSISTANT, Role.USER, True),
+        ("¡De nada!", "gracias", Role.ASSISTANT, Role.USER, True),
+        ("What a thoughtful gift.", "got her a telescope", Role.ASSISTANT, Role.USER, True),
+        # The user taking up what the assistant said: one word, what they do with it, a stretched
+        # or unapostrophed reaction, the answer to an offer.
+        ("sold", "The wool ones are warmer and cost less.", Role.USER, Role.ASSISTANT, True),
+        ("ok booking it", "The 9:40 ferry is the quietest one.", Role.USER, Role.ASSISTANT, True),
+        ("Great. I'll report back tomorrow.", "Bake it for 25 minutes.", Role.USER, Role.ASSISTANT, True),
+        ("lmaooo thats so good", "Call it the Bean Counter Cup.", Role.USER, Role.ASSISTANT, True),
+        ("nah im good", "Want me to write the rest?", Role.USER, Role.ASSISTANT, True),
+        ("worked!!", 'Send "Is the flat still free?" and sign it.', Role.USER, Role.ASSISTANT, True),
+        # ... but picking from it, a word of the user's own, or a thing named states something.
+        ("malbec", "A rioja, a malbec or a pinot would all work.", Role.USER, Role.ASSISTANT, False),
+        ("im vegan tho", "A cheese board is an easy starter.", Role.USER, Role.ASSISTANT, False),
+        ("and a chair that helps", "Stretch every hour.", Role.USER, Role.ASSISTANT, False),
+        ("feeling better already", "Rest and fluids help most.", Role.USER, Role.ASSISTANT, False),
+        ("yes please", "Shall I list a few?", Role.USER, Role.ASSISTANT, True),
         ("Have a look at the Brompton.", "need a folding bike", Role.ASSISTANT, Role.USER, False),
         ("Lisbon.", "Where should I go in March?", Role.ASSISTANT, Role.USER, False),
         # Answers, however short, state something.
