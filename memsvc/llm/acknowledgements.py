@@ -101,7 +101,7 @@ _CHOICE = re.compile(
 # them?", "Anything else?"): what answers it tells nothing of the user.
 _OFFER = re.compile(
     r"\b(?:want|like|need)\s+(?:me\s+to|my\s+help|help|a\s+hand|more|another|any\s*(?:thing|more))\b|"
-    r"\b(?:shall|should|can|could|may)\s+I\b|\banything else\b",
+    r"\b(?:shall|should|can|could|may)\s+(?:I|we)\b|\banything else\b",
     re.IGNORECASE,
 )
 # "What a leap." exclaims, whatever its punctuation.

@@ -37,7 +37,8 @@ _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|we|we're|we've|my|our|me|u
 _PERSON = (
     r"(?:sister|brother|mom|mum|mother|dad|father|parents?|son|daughter|kids?|child(?:ren)?|wife|husband|"
     r"partner|boyfriend|girlfriend|fianc[eé]e?|friends?|best friend|boss|manager|colleague|coworker|co-worker|"
-    r"neighbou?r|roommate|flatmate|cousin|aunt|uncle|niece|nephew|grand(?:ma|pa|mother|father|parents)|"
+    r"neighbou?r|roommate|flatmate|cousin|aunt|uncle|niece|nephew|"
+    r"grand(?:ma|pa|mother|father|parents|daughter|son|kids?|child(?:ren)?)|"
     r"in-laws?|team ?mate|mate|buddy|pal)"
 )
 _OTHERS_NEWS = re.compile(
@@ -53,18 +54,22 @@ _ADDITION = re.compile(
 )
 _ONE_OFF = re.compile(
     r"\b(?:for once|this time|just this once|one[- ]off|tonight|today|this morning|this evening|this afternoon|"
-    r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once)\b",
+    r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once|"
+    # A stay or a loan that ends: where one is or what one has for a while is no new home or car.
+    r"all (?:week|weekend)|for the (?:week|weekend)|for a (?:few|couple of) (?:days|nights|weeks)|"
+    r"for (?:a|the) (?:conference|work trip|business trip|wedding|visit)|on (?:vacation|holiday|a trip|business)|"
+    r"borrow(?:ed|ing)|loaner|rental car)\b",
     re.IGNORECASE,
 )
 _HYPOTHETICAL = re.compile(
-    r"\b(?:if|would|might|could|may|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
+    r"\b(?:if|would|might|could|(?-i:may)|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
     r"hoping|wish|someday|one day|dream|going to|gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
     r"looking for|shopping for)\b",
     re.IGNORECASE,
 )
 # What makes a whole sentence hypothetical, not only its clause.
 _CONDITIONAL = re.compile(
-    r"\b(?:if|unless|would|might|could|may|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
+    r"\b(?:if|unless|would|might|could|(?-i:may)|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
     r"planning|plan to|hope|hoping|wish|dream)\b",
     re.IGNORECASE,
 )
@@ -183,6 +188,12 @@ def tells_the_past(text: str) -> bool:
     return bool(stated) and all(_PAST_RETOLD.search(s) for s in stated)
 
 
+def _opens_with_verb(clause: str) -> bool:
+    """Whether `clause` opens with a verb, its subject left to the clause before."""
+    first = clause.split(maxsplit=1)[:1]
+    return bool(first) and bool({"VERB", "AUX"} & set(getAllLemmas(first[0].lower().strip("\"'("))))
+
+
 def replaces_what_held(text: str, question: str = "") -> bool:
     """Whether `text`, said later than another statement that answers `question` alike, can be
     the one that holds now: a clause of one of its sentences states something plainly (not a
@@ -196,15 +207,21 @@ def replaces_what_held(text: str, question: str = "") -> bool:
         # request ("need shoe advice, I climb three times a week now") still states it.
         if any(p.search(sentence) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)):
             continue
+        # A clause that opens with its verb goes on about whoever the one before was about ("my
+        # granddaughter started drums and wants to practise here").
+        others = False
         for clause in _CLAUSE_BREAK.split(sentence):
+            others = others and _opens_with_verb(clause)
             if _HYPOTHETICAL.search(clause):
                 continue
             person = _PERSON_SUBJECT.search(clause.strip())
             named = "" if person is None else (person.group("person") or _name(person.group("name") or "")).lower()
             if person is not None and person.group("pronoun"):
+                others = True
                 continue  # somebody else, unnamed: whose news it is, the question cannot tell
             if named and named not in asked:
+                others = True
                 continue
-            if clause.strip():
+            if clause.strip() and not others:
                 return True
     return False

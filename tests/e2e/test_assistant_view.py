@@ -100,6 +100,47 @@ def test_a_later_move_outranks_the_old_city_which_stays_findable_as_history(serv
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_person(
+    server: RunningServer, mode: str
+) -> None:
+    who = f"gloria-{mode}"
+
+    def session(at: float, *turns: tuple[str, int]) -> list[Any]:
+        # The user's turns carry the user's name, as an assistant that knows it sends them.
+        return [
+            turn(text, name="Gloria" if role != ASSISTANT else "", role=role, at=at + i * 60)
+            for i, (text, role) in enumerate(turns)
+        ]
+
+    add_conversation(
+        server,
+        who,
+        "s1",
+        session(
+            JAN_2025,
+            user("Help me budget. I pay $1,450 each month for my apartment in Albany."),
+            assistant("Sure. What else do you pay each month?"),
+            user("Phone $40 and groceries about $350."),
+        ),
+    )
+    add_conversation(
+        server,
+        who,
+        "s2",
+        session(
+            JAN_2025 + 150 * DAY,
+            user("The landlord raised my rent when the lease renewed, so since June it has been $1,610."),
+            assistant("That's $160 more. Shall we redo the budget?"),
+            user("yes please"),
+        ),
+    )
+    answer = ask(server, who, "What does Gloria pay for her apartment each month?", mode)
+    new, old = first_at(answer, "1,610"), first_at(answer, "1,450")
+    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
+    assert first_at(answer, "yes please") is None  # the answer to an offer states nothing
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_a_change_ranked_below_the_results_takes_the_place_of_the_answer_it_replaces(
     server: RunningServer, mode: str
 ) -> None:

@@ -119,6 +119,13 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # A request holds its own clause; a condition its whole sentence.
         ("need shoe advice, I boulder twice a week now", "What do I do for fun?", True),
         ("If we move to York, the commute is shorter", "How long is my commute?", False),
+        # A clause that opens with its verb is about whoever the clause before is about.
+        ("my grandson took up the cello and practises at mine on Sundays", "What do I play?", False),
+        ("my grandson took up the cello, I still play the piano", "What do I play?", True),
+        ("Nursery wrote: fees go up to £900 from May", "How much is nursery?", True),
+        # A stay or a loan that ends is no new home or car.
+        ("in Leeds all week for a course, the hotel is by the station", "Where do I live?", False),
+        ("borrowing my neighbour's van to shift the sofa", "What do I drive?", False),
     ],
 )
 def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:

@@ -100,6 +100,13 @@ def _names_a_speaker(question: str, results: Sequence[RankedMemory]) -> bool:
     return any(r.memory.speaker_name and r.memory.speaker_name.split()[0].lower() in words for r in results)
 
 
+def _talks_to_an_assistant(results: Sequence[RankedMemory]) -> bool:
+    """Whether the results' conversations are the user's with an assistant: a speaker named in
+    the question is then the user ("What does Gloria pay for rent?" is "What do I pay?"), asked in
+    the third person as an assistant's own queries often are."""
+    return any(r.memory.role is Role.ASSISTANT for r in results)
+
+
 def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
     """What a statement says: a turn or a memory as it is, a summary's quotes of the user's turns
     each on its own, without its heading and the speakers' names ("Jordan: My rent is $1,950.").
@@ -156,7 +163,8 @@ class CurrentTruth:
     def asks_what_holds(self, plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
         """Whether the query asks what holds now, so that the newest statement wins."""
         return plan.about_the_present or (
-            in_the_present_tense(plan.query) and not _names_a_speaker(plan.query, results)
+            in_the_present_tense(plan.query)
+            and (not _names_a_speaker(plan.query, results) or _talks_to_an_assistant(results))
         )
 
     def followers(self, results: Sequence[RankedMemory], later: Sequence[C]) -> list[C]:
