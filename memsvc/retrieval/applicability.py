@@ -433,6 +433,8 @@ def offline_applicability(
     found = min(1.0, best_overlap / _WORDS_FOUND)
     context = sum(1 for t in context_keys if t in words) / len(context_keys) if context_keys else 0.0
     semantic = min(1.0, r.breakdown.semantic / 0.7)
+    if m.session_id and m.kind is MemoryKind.EPISODE:
+        semantic *= min(1.0, len(m.content.split()) / _MEANINGFUL_WORDS)
     if analysis.needs.wants_assistant_turns:
         role = 1.0 if m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION else 0.2
     else:
@@ -443,6 +445,11 @@ def offline_applicability(
     return 0.45 * found * overlap + meaning * semantic + 0.10 * context + 0.15 * role + 0.10 * timing + 0.10 * stated
 
 
+# Words from which a conversation turn's similarity to a question counts in full: a turn of a
+# few words ("ok day 4 then") means what the turn before it says, while alone it embeds near
+# what every text shares and seems as close to any question as an answer. A note saved on its
+# own ("dentist thurs 9:40") says what it means.
+_MEANINGFUL_WORDS = 6
 # Words stated at which a memory counts as saying enough to answer something.
 _SUBSTANTIAL_WORDS = 25
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
+from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, ScoreBreakdown
 from memsvc.retrieval.applicability import (
     OTHER_SPEAKER_PENALTY,
     TermMatcher,
@@ -66,6 +66,29 @@ def test_a_turn_that_states_something_outranks_one_that_only_reacts_and_asks() -
     assert substance(states.memory.content) > substance(asks.memory.content)
     scores = [offline_applicability(r, w, analysis, [], weights) for r, w in zip([asks, states], words, strict=True)]
     assert scores[1] > scores[0]
+
+
+def test_a_turn_of_a_few_words_is_not_judged_by_its_similarity_alone_while_a_saved_note_is() -> None:
+    # A two-word reply seems as close to any question as an answer does; it means what the turn
+    # before it says. A note saved on its own means what it says.
+    query = "What city does Caleb live in?"
+    analysis = analyse_offline(query, [], time.time())
+    terms = TermMatcher()
+
+    def alike(memory_id: str, content: str, session: str) -> RankedMemory:
+        memory = Memory(id=memory_id, namespace=NS, content=content, kind=MemoryKind.EPISODE, session_id=session)
+        return RankedMemory(memory, 0.5, ScoreBreakdown(semantic=0.5))
+
+    reply = alike("a", "ok Tuesday then", "s1")
+    answer = alike("b", "we live in a flat in Lawrenceville these days", "s2")
+    note = alike("c", "flat in Lawrenceville", "")
+    words = [terms.of(r.memory.content) for r in (reply, answer, note)]
+    weights = pool_term_weights(query, words, terms)
+    scores = [
+        offline_applicability(r, w, analysis, [], weights) for r, w in zip([reply, answer, note], words, strict=True)
+    ]
+    assert scores[0] < scores[1]
+    assert scores[0] < scores[2]
 
 
 def spoken(memory_id: str, speaker: str, content: str) -> RankedMemory:
