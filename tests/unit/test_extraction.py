@@ -124,6 +124,12 @@ def test_the_rules_skip_sentences_that_say_nothing_on_their_own(content: str) ->
     assert extract_by_rules(turns, []) == []
 
 
+def test_a_turn_that_only_acknowledges_extracts_nothing() -> None:
+    said = "Splendid. I will look for one."
+    assert extract_by_rules([stored(said, "Harold")], []) != []  # read on its own, it plans something
+    assert extract_by_rules([replace(stored(said, "Harold"), acknowledgement=True)], []) == []
+
+
 def test_the_summary_quotes_distinctive_turns_in_order_and_skips_small_talk() -> None:
     turns = [
         stored("Hi there, how are you doing today?", "Ana", n=1),

@@ -174,11 +174,7 @@ class ConversationPath:
             )
             previous = turn
         stored = await self._writes.add_detailed(principal, user_id, items, deadline, origin=WriteOrigin.TURNS)
-        new = [
-            StoredTurn(r.memory.id, as_turn(r.memory), r.memory.created_at)
-            for r in stored
-            if r.outcome is WriteOutcome.CREATED
-        ]
+        new = [stored_turn(r.memory) for r in stored if r.outcome is WriteOutcome.CREATED]
         if not new:
             return ConversationResult(stored, Derived([], None, Extraction((), ExtractorKind.NONE)))
         context = [] if before is None else [before]
@@ -192,7 +188,7 @@ class ConversationPath:
             sessions[(row.namespace, row.session_id)].append(row)
         for (namespace, session_id), group in sessions.items():
             memories = sorted(await self._codec.open_all(group), key=lambda m: (m.created_at, m.id))
-            turns = [StoredTurn(m.id, as_turn(m), m.created_at) for m in memories]
+            turns = [stored_turn(m) for m in memories]
             await self._derive(system_principal(namespace), namespace, session_id, turns, [], Deadline(None))
         return len(rows)
 
@@ -313,7 +309,7 @@ class ConversationPath:
                 break
             after = PageCursor(page[-1].created_at, page[-1].id)
         memories = await self._codec.open_all(sorted(rows, key=lambda r: (r.created_at, r.id)))
-        return [StoredTurn(m.id, as_turn(m), m.created_at) for m in memories]
+        return [stored_turn(m) for m in memories]
 
     async def _stored_turn(
         self, namespace: Namespace, session_id: str, index: int, deadline: Deadline
@@ -327,8 +323,12 @@ class ConversationPath:
         if not rows:
             return None
         memory = await self._codec.open(rows[0])
-        return StoredTurn(memory.id, as_turn(memory), memory.created_at)
+        return stored_turn(memory)
 
 
 def as_turn(memory: Memory) -> SpokenTurn:
     return SpokenTurn(memory.role, memory.content, memory.created_at, memory.speaker_name)
+
+
+def stored_turn(memory: Memory) -> StoredTurn:
+    return StoredTurn(memory.id, as_turn(memory), memory.created_at, memory.acknowledgement)

@@ -30,6 +30,8 @@ class StoredTurn:
     memory_id: str
     turn: SpokenTurn
     at: float
+    # The turn only acknowledges or reacts ("Splendid. I will look for one."): nothing to extract.
+    acknowledgement: bool = False
 
 
 @dataclass(frozen=True)
@@ -292,6 +294,7 @@ def extract_by_rules(turns: Sequence[StoredTurn], context: Sequence[StoredTurn])
         addressee = ""
         if previous is not None and previous.turn.speaker_name != turn.turn.speaker_name:
             addressee = previous.turn.speaker_name
-        out += rule_memories(turn, addressee)
+        if not turn.acknowledgement:
+            out += rule_memories(turn, addressee)
         previous = turn
     return out
