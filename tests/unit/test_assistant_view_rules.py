@@ -6,11 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memsvc.domain.models import Memory, MemoryKind, Namespace, RankedMemory, Role, ScoreBreakdown
+from memsvc.domain.models import (
+    Memory,
+    MemoryFilter,
+    MemoryKind,
+    Namespace,
+    Principal,
+    RankedMemory,
+    Role,
+    ScoreBreakdown,
+)
 from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
-from memsvc.pipeline.context import Turn
+from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
 from memsvc.pipeline.query.current import CurrentTruth
 from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
@@ -324,3 +333,32 @@ def test_a_newer_remark_that_answers_far_less_well_does_not_compete_on_date() ->
     assert truth._competing([answer, later], vectors) == set()
     # A newer statement that leaves the subject unsaid still answers alike.
     assert truth._competing([answer, said("later", "s2", 9.0, 0.4)], vectors) == {"answer", "later"}
+
+
+@pytest.mark.parametrize(
+    ("sessions", "asks_what_holds"),
+    [
+        # The user of an assistant, named: "What does Gloria pay?" is "What do I pay?".
+        ({"s1": [("Gloria", Role.USER), ("", Role.ASSISTANT)]}, True),
+        # A participant of a two-person chat: the present tense tells their story, even when the
+        # namespace also holds someone's chats with an assistant.
+        ({"s1": [("Gloria", Role.USER), ("Tom", Role.USER)], "s2": [("Ann", Role.USER), ("", Role.ASSISTANT)]}, False),
+    ],
+)
+def test_a_question_naming_a_speaker_asks_what_holds_when_the_speaker_talks_to_an_assistant(
+    sessions: dict[str, list[tuple[str, Role]]], asks_what_holds: bool
+) -> None:
+    principal = Principal("k", NS.tenant, NS.project, NS.environment, frozenset())
+    query = "What does Gloria pay for her flat each month?"
+    plan = QueryPlan(principal, NS, query, 10, MemoryFilter(), 0.0, 0.0, "r", True, QueryInput(NS.user_id, query))
+    results = [
+        RankedMemory(
+            Memory(f"{session}-{i}", NS, "said", role=role, session_id=session, speaker_name=name),
+            0.5,
+            ScoreBreakdown(),
+        )
+        for session, said in sessions.items()
+        for i, (name, role) in enumerate(said)
+    ]
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # asks_what_holds reads no index
+    assert truth.asks_what_holds(plan, results) is asks_what_holds

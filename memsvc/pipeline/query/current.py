@@ -93,18 +93,25 @@ def _same_speaker(a: RankedMemory, b: RankedMemory) -> bool:
     return a.memory.kind is summary or b.memory.kind is summary or a.memory.speaker_name == b.memory.speaker_name
 
 
-def _names_a_speaker(question: str, results: Sequence[RankedMemory]) -> bool:
-    """Whether `question` names a speaker of the results: a question about a participant of a
-    conversation ("What is Caroline's job?"), whose present tense tells a story, not a state."""
+def _named_speakers(question: str, results: Sequence[RankedMemory]) -> frozenset[str]:
+    """The speakers of the results that `question` names (their first names, lower case): a
+    question about a participant of a conversation ("What is Caroline's job?"), whose present
+    tense tells a story, not a state, unless the participant is the user of an assistant."""
     words = {w.strip("?.,!'").lower().removesuffix("'s") for w in question.split()}
-    return any(r.memory.speaker_name and r.memory.speaker_name.split()[0].lower() in words for r in results)
+    first_names = (r.memory.speaker_name.split()[0].lower() for r in results if r.memory.speaker_name.strip())
+    return frozenset(name for name in first_names if name in words)
 
 
-def _talks_to_an_assistant(results: Sequence[RankedMemory]) -> bool:
-    """Whether the results' conversations are the user's with an assistant: a speaker named in
-    the question is then the user ("What does Gloria pay for rent?" is "What do I pay?"), asked in
-    the third person as an assistant's own queries often are."""
-    return any(r.memory.role is Role.ASSISTANT for r in results)
+def _talk_to_an_assistant(named: frozenset[str], results: Sequence[RankedMemory]) -> bool:
+    """Whether the `named` speakers talk to an assistant in the results' conversations: then they
+    are its user ("What does Gloria pay for rent?" is "What do I pay?"), asked in the third person
+    as an assistant's own queries often are, not people of a story told between two."""
+    theirs = {
+        r.memory.session_id
+        for r in results
+        if r.memory.session_id and r.memory.speaker_name.strip() and r.memory.speaker_name.split()[0].lower() in named
+    }
+    return any(r.memory.role is Role.ASSISTANT and r.memory.session_id in theirs for r in results)
 
 
 def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
@@ -162,10 +169,10 @@ class CurrentTruth:
 
     def asks_what_holds(self, plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
         """Whether the query asks what holds now, so that the newest statement wins."""
-        return plan.about_the_present or (
-            in_the_present_tense(plan.query)
-            and (not _names_a_speaker(plan.query, results) or _talks_to_an_assistant(results))
-        )
+        if plan.about_the_present:
+            return True
+        named = _named_speakers(plan.query, results)
+        return in_the_present_tense(plan.query) and (not named or _talk_to_an_assistant(named, results))
 
     def followers(self, results: Sequence[RankedMemory], later: Sequence[C]) -> list[C]:
         """Of `later` (candidates ranked below the results, best first), the statements said after
