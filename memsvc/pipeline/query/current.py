@@ -98,20 +98,21 @@ def _named_speakers(question: str, results: Sequence[RankedMemory]) -> frozenset
     question about a participant of a conversation ("What is Caroline's job?"), whose present
     tense tells a story, not a state, unless the participant is the user of an assistant."""
     words = {w.strip("?.,!'").lower().removesuffix("'s") for w in question.split()}
-    first_names = (r.memory.speaker_name.split()[0].lower() for r in results if r.memory.speaker_name.strip())
-    return frozenset(name for name in first_names if name in words)
+    return frozenset(name for name in map(_first_name, results) if name and name in words)
 
 
 def _talk_to_an_assistant(named: frozenset[str], results: Sequence[RankedMemory]) -> bool:
     """Whether the `named` speakers talk to an assistant in the results' conversations: then they
     are its user ("What does Gloria pay for rent?" is "What do I pay?"), asked in the third person
     as an assistant's own queries often are, not people of a story told between two."""
-    theirs = {
-        r.memory.session_id
-        for r in results
-        if r.memory.session_id and r.memory.speaker_name.strip() and r.memory.speaker_name.split()[0].lower() in named
-    }
+    theirs = {r.memory.session_id for r in results if r.memory.session_id and _first_name(r) in named}
     return any(r.memory.role is Role.ASSISTANT and r.memory.session_id in theirs for r in results)
+
+
+def _first_name(r: RankedMemory) -> str:
+    """The first name the memory's speaker goes by, lower case; "" when unnamed."""
+    names = r.memory.speaker_name.split()
+    return names[0].lower() if names else ""
 
 
 def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
