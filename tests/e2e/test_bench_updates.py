@@ -111,3 +111,14 @@ def test_the_shipped_sets_hold_what_the_benchmark_promises() -> None:
     assert sum(1 for s in updates if len(s.statements) >= 3) >= 8  # updates of updates
     paraphrases = json.loads(bundled("paraphrases.json").read_text())
     assert sum(len(u["questions"]) for u in paraphrases["users"]) >= 60
+
+
+@pytest.mark.parametrize("voice", ["casual", "world"])
+def test_the_sets_written_by_others_point_at_what_they_say(voice: str) -> None:
+    for story in load_stories(bundled(f"updates-{voice}.json")):
+        assert story.current and (story.history or not story.is_update)
+        for s, t in story.statements:
+            assert story.sessions[s]["turns"][t]["role"] == "user"
+    paraphrases = json.loads(bundled(f"paraphrases-{voice}.json").read_text())
+    for user in paraphrases["users"]:
+        assert all(0 <= q["answer"] < len(user["memories"]) for q in user["questions"])
