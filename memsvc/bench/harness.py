@@ -257,12 +257,11 @@ class BenchServer:
         while self.loop.run(store.count_pending_index()) and time.monotonic() < until:
             time.sleep(0.2)
         settings = self.components.settings
-        seal_s = settings.index_flush_delay_s if settings.is_embedded_milvus else settings.milvus_seal_delay_s
-        # A server serves a sealed segment as it was until its persisted copy is loaded: after a
-        # seal of 20,000 rows, searches cost the most at 7-8 s (the hand-off) and the sealed
-        # segments' cost from about 15-20 s on (milvus-server 2.3.5, 2 cores).
-        time.sleep(seal_s + (0.5 if settings.is_embedded_milvus else 20.0))
         client = self.components.index.client
+        if settings.is_embedded_milvus:
+            time.sleep(settings.index_flush_delay_s + 0.5)
+        else:
+            time.sleep(settings.milvus_seal_delay_s + server_handoff_s(client))
         if isinstance(client, EmbeddedMilvus):
             # Milvus Lite merges sealed segments and builds their graphs in a thread of its own
             # after a flush: a merge of tens of thousands of rows takes seconds to minutes.
@@ -271,6 +270,15 @@ class BenchServer:
         else:
             for name in client.list_collections():
                 wait_for_server_maintenance(client, name, maintenance_timeout_s)
+
+
+def server_handoff_s(client: MilvusClient) -> float:
+    """How long a Milvus server serves its sealed segments as they were before their persisted
+    copies are loaded: after a seal of 20,000 rows, searches cost the most at 7-8 s (the hand-off)
+    and the sealed segments' cost from about 15-20 s on (milvus-server 2.3.5, 2 cores). About a
+    second per thousand rows, at least one, at most twenty."""
+    rows = sum(int(client.get_collection_stats(name).get("row_count", 0)) for name in client.list_collections())
+    return min(20.0, max(1.0, rows / 1000))
 
 
 def wait_for_server_maintenance(client: MilvusClient, collection: str, timeout_s: float) -> None:
