@@ -578,6 +578,18 @@ def add_other_peoples_chats(s: RunningServer, chat: list[tuple[str, str]]) -> No
         add_conversation(s, "long", f"older-{n}", spoken)
 
 
+def asked_after_other_peoples_chats(
+    s: RunningServer, others: list[tuple[str, str]], conversation: list[Any], question: str
+) -> tuple[list[Any], list[str]]:
+    """The stored turns of `conversation`, written after other people's chats (`others`), and
+    the ids of the first five turns `question` finds."""
+    add_other_peoples_chats(s, others)
+    turns = list(add_conversation(s, "long", "s1", conversation).turns)
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    found = query(s, "long", question, filter=turns_only, limit=5)
+    return turns, [r.memory.id for r in found.memories]
+
+
 MELANIE_ON_BOOKS = [
     turn("Any good novels lately, Mel?", "Caroline", at=MAY_8_2023),
     turn("Finished 'Becoming' by Michelle Obama, so inspiring!", "Melanie", at=MAY_8_2023 + 60),
@@ -589,11 +601,10 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    add_other_peoples_chats(s, OTHERS_ON_BOOKS)
-    said = add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns[1]
-    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
-    found = query(s, "long", "What books has Melanie read?", filter=turns_only, limit=5)
-    ranked = [r.memory.id for r in found.memories]
+    turns, ranked = asked_after_other_peoples_chats(
+        s, OTHERS_ON_BOOKS, MELANIE_ON_BOOKS, "What books has Melanie read?"
+    )
+    said = turns[1]
     # By meaning alone (the name is not embedded) two dozen turns about reading books outrank hers.
     assert (said.id in ranked[:3]) == (depth_factor > 1)
 
@@ -616,11 +627,9 @@ def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_c
     server_factory: ServerFactory, depth_factor: int
 ) -> None:
     s = server_factory(named_recall_depth_factor=depth_factor)
-    add_other_peoples_chats(s, OTHERS_ON_POTTERY)
-    guessed = add_conversation(s, "long", "s1", MELANIE_SIGNS_UP).turns[1]
-    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
-    found = query(s, "long", "Which pottery class did Melanie sign up for?", filter=turns_only, limit=5)
-    ranked = [r.memory.id for r in found.memories]
+    question = "Which pottery class did Melanie sign up for?"
+    turns, ranked = asked_after_other_peoples_chats(s, OTHERS_ON_POTTERY, MELANIE_SIGNS_UP, question)
+    guessed = turns[1]
     # Caroline's turn neither names Melanie nor is hers, but it is from their conversation: the
     # lexical channel puts it before other people's turns with more of the question's words.
     assert (guessed.id in ranked[:3]) == (depth_factor > 1)
