@@ -130,6 +130,35 @@ def test_a_turn_that_only_acknowledges_extracts_nothing() -> None:
     assert extract_by_rules([replace(stored(said, "Harold"), acknowledgement=True)], []) == []
 
 
+def test_the_pronoun_typed_in_lower_case_is_read_as_written() -> None:
+    said = "best compression socks? im a pharmacist at walgreens and ive got 12 hr shifts"
+    assert [m.content for m in extract_by_rules([stored(said, "Nadia")], [])] == [
+        "Nadia is a pharmacist at walgreens and Nadia has got 12 hr shifts."
+    ]
+
+
+def test_talking_to_an_assistant_the_summary_quotes_what_the_user_said_before_its_answers() -> None:
+    assistant = Role.ASSISTANT
+    turns = [
+        stored("my cat mochi is 9 and throws up hairballs twice a week", "Ellie", n=1),
+        stored(
+            "Occasional hairballs are normal; try Sockwell brushes, Furminator gloves or Hill's food.", "", assistant, 2
+        ),
+        stored("she hates the brush", "Ellie", n=3),
+        stored("Try a grooming glove: Lots of cats who hate brushes love being petted clean.", "", assistant, 4),
+        stored("ooh", "Ellie", n=5),
+        stored("Worth a shot!", "", assistant, 6),
+    ]
+    summary = asyncio.run(ExtractiveSummarizer().summarize("s1", turns))
+    assert summary is not None
+    assert summary.source_ids[0] == f"{1:032x}"
+    assert summary.content.splitlines()[1] == "Ellie: my cat mochi is 9 and throws up hairballs twice a week"
+    # An acknowledgement is never quoted, however many words it has.
+    acknowledged = [replace(t, acknowledgement=True) if t.memory_id == f"{1:032x}" else t for t in turns]
+    again = asyncio.run(ExtractiveSummarizer().summarize("s1", acknowledged))
+    assert again is not None and f"{1:032x}" not in again.source_ids
+
+
 def test_the_summary_quotes_distinctive_turns_in_order_and_skips_small_talk() -> None:
     turns = [
         stored("Hi there, how are you doing today?", "Ana", n=1),

@@ -209,10 +209,20 @@ def kind_of(content: str, role: Role) -> MemoryKind:
 _CLAUSE_LEAD = re.compile(r"^(?:[\w'-]+\s+){0,3}?[\w'-]+[,:;\u2013\u2014-]\s+(?=(?:I|I'm|I've|my|My)\b)")
 
 
+# The pronoun as typed on a phone ("im a nurse", "i love it", "ive got two"), as written.
+_TYPED_I = re.compile(r"(?<![\w'\u2019])(?:i|im|ive|Im|Ive|i'm|i've|i'll|i'd)(?![\w'\u2019])")
+_WRITTEN_I = {"i": "I", "im": "I'm", "ive": "I've"}
+
+
+def _written_i(match: re.Match[str]) -> str:
+    typed = match.group().lower()
+    return _WRITTEN_I.get(typed, "I" + typed[1:])
+
+
 def _sentences(content: str) -> list[str]:
     out = []
     for raw in sentences(content):
-        sentence = _LEAD.sub("", raw).strip()
+        sentence = _LEAD.sub("", _TYPED_I.sub(_written_i, raw)).strip()
         sentence = _CLAUSE_LEAD.sub("", sentence)
         if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
             sentence = sentence[0].upper() + sentence[1:]

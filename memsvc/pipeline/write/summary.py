@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from memsvc.domain.models import Role
 from memsvc.llm.text import content_words, named_entities, sentences
 from memsvc.pipeline.write.extraction import StoredTurn
 
@@ -65,13 +66,20 @@ class ExtractiveSummarizer:
         n = len(turns)
 
         def distinctiveness(k: int) -> float:
-            if len(words[k]) < 3:
-                return 0.0  # "haha yes!" says nothing a summary needs
+            if len(words[k]) < 3 or turns[k].acknowledgement:
+                return 0.0  # "haha yes!", "ty. yes lets redo it" say nothing a summary needs
             idf = sum(math.log(1 + n / frequency[w]) for w in words[k])
             return (idf + 2.0 * len(entities[k])) / math.sqrt(len(words[k]))
 
+        # Talking to an assistant, the session is about what the user said (their news, their
+        # question); the assistant's answers are quoted only where the user's turns leave room.
+        assisted = any(t.turn.role is Role.ASSISTANT for t in turns)
+
+        def rank(k: int) -> tuple[bool, float]:
+            return (not assisted or turns[k].turn.role is not Role.ASSISTANT, distinctiveness(k))
+
         wanted = min(self._max_quotes, max(2, n // 5))
-        ranked = sorted((k for k in range(n) if distinctiveness(k) > 0), key=distinctiveness, reverse=True)
+        ranked = sorted((k for k in range(n) if distinctiveness(k) > 0), key=rank, reverse=True)
         chosen = sorted(ranked[:wanted])
         if not chosen:
             return None
