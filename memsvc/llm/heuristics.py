@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lemminflect import getAllLemmas, getInflection
+
 from memsvc.llm.text import (
     STOPWORDS,
     WEAK_WORDS,
@@ -67,8 +69,21 @@ def asks_about_the_present(query: str) -> bool:
 
 
 def in_the_present_tense(query: str) -> bool:
-    """Whether `query` is asked in the present tense ("What food is Mila on?"), whoever it is about."""
-    return bool(_PRESENT_VERB.search(query)) and not _PAST_VERB.search(query) and not asks_about_the_past(query)
+    """Whether `query` is asked in the present tense ("What food is Mila on?", "What music helps
+    me focus?"), whoever it is about."""
+    if _PAST_VERB.search(query) or asks_about_the_past(query):
+        return False
+    if _PRESENT_VERB.search(query):
+        return True
+    # No auxiliary: a verb in its third-person form, and none in the past ("What music helps
+    # me focus?", not "Which song helps that I played?").
+    words = re.findall(r"[a-z]+", query.lower())
+    return any(_inflected_as(w, "VBZ") for w in words) and not any(_inflected_as(w, "VBD") for w in words)
+
+
+def _inflected_as(word: str, tag: str) -> bool:
+    """Whether `word` is a verb's `tag` form (Penn tags: "VBZ" helps, "VBD" helped) and not its lemma."""
+    return any(word != lemma and word in getInflection(lemma, tag) for lemma in getAllLemmas(word).get("VERB", ()))
 
 
 # Cues of a multi-hop question: an entity described by a relation to another one.

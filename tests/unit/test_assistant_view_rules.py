@@ -3,9 +3,13 @@ kinds, third-person rewriting, questions about the present or the past, and the 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
+from memsvc.deadline import Deadline
 from memsvc.domain.models import (
     Memory,
     MemoryFilter,
@@ -254,6 +258,9 @@ def test_third_person_keeps_adverbs_and_tense(sentence: str, told: str) -> None:
         ("When did I move to Denver?", False, False),
         ("What is Caroline's relationship status?", False, False),
         ("How old am I?", False, True),
+        ("What music helps me concentrate?", False, True),
+        ("What music helped me concentrate?", False, False),
+        ("Who cuts my hair?", False, True),
     ],
 )
 def test_questions_about_the_present_and_the_past(question: str, past: bool, present: bool) -> None:
@@ -362,3 +369,34 @@ def test_a_question_naming_a_speaker_asks_what_holds_when_the_speaker_talks_to_a
     ]
     truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # asks_what_holds reads no index
     assert truth.asks_what_holds(plan, results) is asks_what_holds
+
+
+class _Vectors:
+    """The vector index's one read that CurrentTruth.run makes: stored vectors by id."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self._vectors = vectors
+
+    async def vectors(self, namespace: Namespace, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return {i: self._vectors[i] for i in memory_ids if i in self._vectors}
+
+
+def test_a_statement_replaced_in_turn_does_not_join_in_place_of_the_first() -> None:
+    """Monday yoga, then Wednesday, then Saturday: asked when the class is, the Wednesday class
+    found below the results does not take the Monday class's place; Saturday comes first."""
+
+    def said(id_: str, text: str, at: float, score: float) -> RankedMemory:
+        memory = Memory(id_, NS, text, role=Role.USER, session_id=id_, created_at=at, speaker_name="Bea")
+        return RankedMemory(memory, score, ScoreBreakdown(relevance=1.0, currency=1.0))
+
+    first = said("monday", "I go to a Monday evening yoga class at the community centre.", 1.0, 0.9)
+    second = said("wednesday", "The Monday class got cancelled, so I moved to a Wednesday morning class.", 5e6, 0.2)
+    third = said("saturday", "I switched to the Saturday 9am yoga session now.", 9e6, 0.5)
+    close = np.array([1.0, 0.0], dtype=np.float32)
+    index = _Vectors({"monday": close, "wednesday": close, "saturday": close})
+    principal = Principal("k", NS.tenant, NS.project, NS.environment, frozenset())
+    query = "When is my yoga class?"
+    plan = QueryPlan(principal, NS, query, 10, MemoryFilter(), 0.0, 0.0, "r", True, QueryInput(NS.user_id, query), True)
+    truth = CurrentTruth(index=index)  # type: ignore[arg-type]
+    out = asyncio.run(truth.run(plan, [first, third], Deadline.after(5.0), later=[second]))
+    assert [r.memory.id for r in out] == ["saturday", "monday"]

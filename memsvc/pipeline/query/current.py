@@ -228,11 +228,15 @@ class CurrentTruth:
         competing = self._competing(pool, unit)
         replaced: set[str] = set()
         lifted: dict[str, float] = {}  # follower id -> the score of the best result it replaces
-        for was, now in self._replacements(pool, unit, holds, speakers):
+        pairs = self._replacements(pool, unit, holds, speakers)
+        # A follower that a still newer statement replaces in turn is not what holds now: it
+        # does not join (A -> B -> C: B does not take A's place).
+        replaced_in_turn = {was.memory.id for was, _ in pairs}
+        for was, now in pairs:
             if was.memory.id not in shown:
                 continue
             replaced.add(was.memory.id)
-            if now.memory.id not in shown:
+            if now.memory.id not in shown and now.memory.id not in replaced_in_turn:
                 lifted[now.memory.id] = max(lifted.get(now.memory.id, 0.0), was.score)
         joined = results + [
             RankedMemory(
