@@ -243,7 +243,11 @@ def is_acknowledgement(
     if replying:
         # "found it", "ok ordering": what the user does with it; anything else states something.
         doing = [w for w in other if w not in _WHEN]
-        return words <= _MAX_UPTAKE_WORDS and len(doing) <= _MAX_OTHER_WORDS and _only_doing(doing, text)
+        return (
+            words <= _MAX_UPTAKE_WORDS
+            and len(doing) <= _MAX_OTHER_WORDS
+            and (_only_doing(doing, text) or (len(answered.split()) > _MAX_REMARK_WORDS and _only_judging(doing, text)))
+        )
     if role is Role.ASSISTANT and _advises(text):
         return False
     if led and len(other) <= _MAX_OTHER_WORDS and words <= _MAX_REACTION_WORDS:
@@ -290,6 +294,22 @@ def _only_offers(text: str) -> bool:
     return bool(asked) and all(_OFFER.search(s) for s in asked)
 
 
+# A feeling, a habit ("never again") or somebody's quality is news, not a judgement of advice.
+_NEWS_OF_SOMEBODY = re.compile(r"\b(?:feel\w*|felt|never|always|he|she|they|he's|she's|they're|hes|shes|theyre)\b")
+
+
+def _only_judging(words: list[str], text: str) -> bool:
+    """Whether `words`, of `text`, only judge what the user was told ("not bad", "sick ty",
+    "pricey but ok"): qualities, none of them a thing ("a sick day")."""
+    low = text.lower()
+    if _NEWS_OF_SOMEBODY.search(low):
+        return False
+    return all(
+        {"ADJ", "ADV"} & set(getAllLemmas(w)) and not re.search(rf"\b(?:a|an|the)\s+{re.escape(w)}\b", low)
+        for w in words
+    )
+
+
 def _only_doing(words: list[str], text: str) -> bool:
     """Whether `words`, of `text`, are verb forms of doing ("found", "ordering", "check"): not
     only a thing ("a chair"), a quality ("fake", "better") or a feeling ("feeling better" is the
@@ -327,13 +347,10 @@ def _courtesy(text: str) -> bool:
 
 def _may_name(entity: str, text: str) -> bool:
     """Whether `entity`, found capitalised in `text`, can name somebody or something: a single word
-    that opens a sentence is no name when it reads as a verb, an adverb or an adjective ("Works
-    well!", "Easy win.")."""
+    that opens a sentence is no name when the lexicon knows it as a word ("Works well!", "Easy
+    win.", "Beagles are famous for it!", "Soccer mom hacks!"); names ("Luna", "Costco") are not in it."""
     opening = re.sub(r"^\W+", "", text)  # past quotes, brackets and emoji
     if " " in entity or not any(opening.startswith(entity) or f"{p} {entity}" in text for p in ".!?"):
         return True
     word = re.split(r"['\u2019]", entity.lower())[0]  # "That'll" is "that"
-    readings = getAllLemmas(word)
-    # A plural of a common noun ("Beagles are famous for it!") names a kind, not somebody.
-    plural = word not in readings.get("NOUN", (word,))
-    return word not in STOPWORDS and not plural and not {"VERB", "AUX", "ADV", "ADJ", "NUM"} & set(readings)
+    return word not in STOPWORDS and not getAllLemmas(word)
