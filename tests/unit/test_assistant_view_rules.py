@@ -423,3 +423,21 @@ def test_a_statement_replaced_in_turn_does_not_join_in_place_of_the_first() -> N
     truth = CurrentTruth(index=index)  # type: ignore[arg-type]
     out = asyncio.run(truth.run(plan, [first, third], Deadline.after(5.0), later=[second]))
     assert [r.memory.id for r in out] == ["saturday", "monday"]
+
+
+@pytest.mark.parametrize(
+    ("heading", "asks_what_holds"),
+    [
+        ("Conversation s1 on 4 May 2025 between Omar and assistant:", True),
+        ("Conversation s1 on 4 May 2025 between Omar and Tom:", False),
+    ],
+)
+def test_a_summary_tells_that_the_named_speaker_talks_to_an_assistant(heading: str, asks_what_holds: bool) -> None:
+    principal = Principal("k", NS.tenant, NS.project, NS.environment, frozenset())
+    query = "How does Omar get to his job?"
+    plan = QueryPlan(principal, NS, query, 10, MemoryFilter(), 0.0, 0.0, "r", True, QueryInput(NS.user_id, query))
+    summary = Memory("s", NS, f"{heading}\nOmar: not riding to work, taking the 14 bus", kind=MemoryKind.SUMMARY)
+    turn = Memory("t", NS, "my bike got stolen", role=Role.USER, session_id="s2", speaker_name="Omar")
+    results = [RankedMemory(m, 0.5, ScoreBreakdown()) for m in (summary, turn)]
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # asks_what_holds reads no index
+    assert truth.asks_what_holds(plan, results) is asks_what_holds

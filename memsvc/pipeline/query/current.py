@@ -106,7 +106,23 @@ def _talk_to_an_assistant(named: frozenset[str], results: Sequence[RankedMemory]
     are its user ("What does Gloria pay for rent?" is "What do I pay?"), asked in the third person
     as an assistant's own queries often are, not people of a story told between two."""
     theirs = {r.memory.session_id for r in results if r.memory.session_id and _first_name(r) in named}
-    return any(r.memory.role is Role.ASSISTANT and r.memory.session_id in theirs for r in results)
+    if any(r.memory.role is Role.ASSISTANT and r.memory.session_id in theirs for r in results):
+        return True
+    # A session's summary names whoever spoke in it.
+    return any(named & (spoke := _summarised_speakers(r)) and Role.ASSISTANT.value in spoke for r in results)
+
+
+# A summary's heading (summary.py): "Conversation s1 on 4 May 2025 between Grace and assistant:".
+_BETWEEN = re.compile(r" between (.+):$")
+
+
+def _summarised_speakers(r: RankedMemory) -> frozenset[str]:
+    """The first names (lower case) of who spoke in a summary's session, "assistant" for the
+    assistant; none for any other memory."""
+    if r.memory.kind is not MemoryKind.SUMMARY:
+        return frozenset()
+    heading = _BETWEEN.search(r.memory.content.split("\n", 1)[0])
+    return frozenset(n.split()[0].lower() for n in heading.group(1).split(" and ") if n) if heading else frozenset()
 
 
 def _first_name(r: RankedMemory) -> str:
