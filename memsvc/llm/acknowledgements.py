@@ -91,6 +91,8 @@ _OWN = re.compile(r"\b(?:I|I'm|im|I've|ive|I'll|I'd|my|mine|we|we're|we've|our)\
 # The speaker saying what they will do with what they were told ("I'll report back", "I will
 # look into it"): no fact of theirs.
 _INTENT = re.compile(r"\bI(?:['\u2019]ll| will| shall|['\u2019]m going to| am going to)\s+(?=\w)", re.IGNORECASE)
+# ... or measuring what they were told against what they expected ("cheaper than i thought").
+_EXPECTED = re.compile(r"\bthan I (?:thought|expected|imagined|feared|hoped)\b", re.IGNORECASE)
 # A reply that picks one of the options it was given ("pinot noir it is", "the blue one then").
 _CHOICE = re.compile(
     r"(?:\bit is|\bthen|\bplease|\bpls|\bfor sure)\W*$|\b(?:go|going|goin|gonna go) with\b|"
@@ -237,7 +239,7 @@ def is_acknowledgement(
         return True  # "bet", "sold", "lifesaver": the user's one word on what they were told
     words = len(text.split())
     remark = role is Role.ASSISTANT and answered_role is Role.USER
-    own = _FEELING.sub("", text) if remark else _INTENT.sub("", text) if replying else text
+    own = _FEELING.sub("", text) if remark else _EXPECTED.sub("", _INTENT.sub("", text)) if replying else text
     if _OWN.search(own):
         return False
     if replying:

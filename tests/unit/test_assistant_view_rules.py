@@ -84,6 +84,13 @@ NS = Namespace("t", "p", "e", "u")
             Role.ASSISTANT,
             True,
         ),
+        (
+            "cheaper than i thought",
+            "At 33 mpg the round trip is about 21 gallons, so $70 in fuel.",
+            Role.USER,
+            Role.ASSISTANT,
+            True,
+        ),
         ("Soccer mom hacks!", "lifesaver", Role.ASSISTANT, Role.USER, True),
         # ... but picking from it, a word of the user's own, or a thing named states something.
         ("malbec", "A rioja, a malbec or a pinot would all work.", Role.USER, Role.ASSISTANT, False),
