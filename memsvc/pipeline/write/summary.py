@@ -2,7 +2,8 @@
 
 Without an LLM the summary is the session's most distinctive turns in order: those whose words
 the rest of the session does not repeat (names, places, numbers weigh more), so that small talk
-never makes it in. Each summary names the turns it quotes.
+never makes it in; in a talk with an assistant, the user's turns before the assistant's. Each
+summary names the turns it quotes.
 """
 
 from __future__ import annotations
@@ -73,10 +74,8 @@ class ExtractiveSummarizer:
 
         # Talking to an assistant, the session is about what the user said (their news, their
         # question); the assistant's answers are quoted only where the user's turns leave room.
-        assisted = any(t.turn.role is Role.ASSISTANT for t in turns)
-
         def rank(k: int) -> tuple[bool, float]:
-            return (not assisted or turns[k].turn.role is not Role.ASSISTANT, distinctiveness(k))
+            return (turns[k].turn.role is not Role.ASSISTANT, distinctiveness(k))
 
         wanted = min(self._max_quotes, max(2, n // 5))
         ranked = sorted((k for k in range(n) if distinctiveness(k) > 0), key=rank, reverse=True)
