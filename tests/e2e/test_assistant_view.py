@@ -140,6 +140,35 @@ def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_p
     assert first_at(answer, "yes please") is None  # the answer to an offer states nothing
 
 
+def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted(server: RunningServer) -> None:
+    who = "nadia"
+    turns = [
+        turn(text, name="" if role == ASSISTANT else "Nadia", role=role, at=JAN_2025 + i * 60)
+        for i, (text, role) in enumerate(
+            [
+                user("socks for 12 hr shifts? im a pharmacist at walgreens"),
+                assistant(
+                    "For all-day standing, 15-20 mmHg graduated compression is the sweet spot: Sockwell, Comrad "
+                    "and Bombas all make good ones, and supportive shoes with cushioned insoles help a lot too."
+                ),
+                user("sockwell are cute"),
+                assistant(
+                    "Sockwell's Elevation and Comrad's Knee-High are merino, so they stay cooler over a long "
+                    "shift; Bombas and Vim & Vigr come in wide calves."
+                ),
+                user("sold"),
+            ]
+        )
+    ]
+    written = add_conversation(server, who, "s1", turns)
+    # The summary quotes the user's own statement before the assistant's brand list ...
+    assert written.summary.content.splitlines()[1] == "Nadia: socks for 12 hr shifts? im a pharmacist at walgreens"
+    # ... and the rules read "im" as "I'm": the job is extracted in the third person.
+    assert any("Nadia is a pharmacist at walgreens" in m.content for m in written.extracted)
+    answer = ask(server, who, "Which pharmacy chain does Nadia work for?")
+    assert first_at(answer, "walgreens") == 0, [r.memory.content for r in answer.memories]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_change_ranked_below_the_results_takes_the_place_of_the_answer_it_replaces(
     server: RunningServer, mode: str
