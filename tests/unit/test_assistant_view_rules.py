@@ -448,3 +448,22 @@ def test_a_summary_tells_that_the_named_speaker_talks_to_an_assistant(heading: s
     results = [RankedMemory(m, 0.5, ScoreBreakdown()) for m in (summary, turn)]
     truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # asks_what_holds reads no index
     assert truth.asks_what_holds(plan, results) is asks_what_holds
+
+
+def test_a_replaced_statement_scores_below_the_statement_that_replaced_it() -> None:
+    """However much better the old statement matched the question, once a newer one that words a
+    change replaces it, it scores just below that one, and its currency says so."""
+
+    def said(id_: str, text: str, at: float, score: float, relevance: float) -> RankedMemory:
+        memory = Memory(id_, NS, text, role=Role.USER, session_id=id_, created_at=at, speaker_name="Luca")
+        return RankedMemory(memory, score, ScoreBreakdown(relevance=relevance, currency=1.0))
+
+    old = said("old", "Anything but horror films for me, I can't watch scary films.", 1.0, 0.9, 1.0)
+    new = said("new", "Turns out I love horror films now, I've watched them all month.", 9e6, 0.3, 0.6)
+    index = _Vectors({"old": np.array([1.0, 0.0], dtype=np.float32), "new": np.array([0.8, 0.6], dtype=np.float32)})
+    principal = Principal("k", NS.tenant, NS.project, NS.environment, frozenset())
+    query = "What kind of films do I enjoy?"
+    plan = QueryPlan(principal, NS, query, 10, MemoryFilter(), 0.0, 0.0, "r", True, QueryInput(NS.user_id, query), True)
+    out = asyncio.run(CurrentTruth(index=index).run(plan, [old, new], Deadline.after(5.0)))  # type: ignore[arg-type]
+    assert [r.memory.id for r in out] == ["new", "old"]
+    assert out[1].score < out[0].score and out[1].breakdown.currency < 0.5

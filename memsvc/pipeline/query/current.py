@@ -57,6 +57,8 @@ AS_RELEVANT = 0.4
 # The currency of a statement a newer one replaces: half, as the query alone judged it (the write
 # path's marks, which saw the change stated, weigh more: rank.OUTDATED_CURRENCY).
 REPLACED_CURRENCY = 0.5
+# A statement that a shown one replaces scores this share of its replacement's score, at most.
+GIVES_WAY = 0.98
 # How much more the newest of the answers to a question about the present weighs than the
 # oldest: answers that match it about as well are ordered newest first, while one that matches
 # it clearly better keeps its place.
@@ -289,8 +291,30 @@ class CurrentTruth:
                 r.context,
             )
             out.append(r)
+        out = self._give_way(out, [(was, now) for was, now in pairs if was.memory.id in replaced])
         # stable: ties keep their order; a joined statement and what it repeats are one result.
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
+
+    @staticmethod
+    def _give_way(out: list[RankedMemory], pairs: Sequence[tuple[RankedMemory, RankedMemory]]) -> list[RankedMemory]:
+        """`out` with each replaced statement scored just below the shown statement that replaces
+        it (the newest replacement first, so a chain A -> B -> C keeps its order), its currency
+        lowered to match: it stays findable as history but never outranks what holds now."""
+        scored = {r.memory.id: r for r in out}
+        for was, now in sorted(pairs, key=lambda p: -p[1].memory.created_at):
+            old, new = scored.get(was.memory.id), scored.get(now.memory.id)
+            if old is None or new is None or old.score < new.score * GIVES_WAY or old.breakdown.currency <= 0:
+                continue
+            factor = new.score * GIVES_WAY / old.score
+            scored[old.memory.id] = RankedMemory(
+                old.memory,
+                round(old.score * factor, 6),
+                old.breakdown._replace(currency=round(old.breakdown.currency * factor, 6)),
+                old.matched_queries,
+                old.sources,
+                old.context,
+            )
+        return [scored[r.memory.id] for r in out]
 
     def _competing(self, statements: Sequence[RankedMemory], unit: dict[str, Vector]) -> set[str]:
         """The ids of the statements that say something about the same thing as another one of
