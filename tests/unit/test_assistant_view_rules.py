@@ -467,3 +467,20 @@ def test_a_replaced_statement_scores_below_the_statement_that_replaced_it() -> N
     out = asyncio.run(CurrentTruth(index=index).run(plan, [old, new], Deadline.after(5.0)))  # type: ignore[arg-type]
     assert [r.memory.id for r in out] == ["new", "old"]
     assert out[1].score < out[0].score and out[1].breakdown.currency < 0.5
+
+
+@pytest.mark.parametrize(("with_assistant", "asks"), [(True, True), (False, False)])
+def test_a_present_tense_question_asks_the_users_present_only_in_a_talk_with_an_assistant(
+    with_assistant: bool, asks: bool
+) -> None:
+    principal = Principal("k", NS.tenant, NS.project, NS.environment, frozenset())
+    query = "What food is Mila on?"
+    plan = QueryPlan(principal, NS, query, 10, MemoryFilter(), 0.0, 0.0, "r", True, QueryInput(NS.user_id, query))
+    said = Memory("t", NS, "Mila is on the salmon kibble now.", role=Role.USER, session_id="s", speaker_name="Ann")
+    other = Memory(
+        "a", NS, "Salmon suits cats well.", session_id="s", role=Role.ASSISTANT if with_assistant else Role.USER
+    )
+    results = [RankedMemory(m, 0.5, ScoreBreakdown()) for m in (said, other)]
+    assert CurrentTruth._asks_the_users_present(plan, results) is asks
+    # Either way the newest of its answers comes first (`asks_what_holds`).
+    assert CurrentTruth(index=None).asks_what_holds(plan, results)  # type: ignore[arg-type]

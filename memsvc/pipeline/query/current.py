@@ -114,6 +114,12 @@ def _talk_to_an_assistant(named: frozenset[str], results: Sequence[RankedMemory]
     return any(named & (spoke := _summarised_speakers(r)) and Role.ASSISTANT.value in spoke for r in results)
 
 
+def _with_an_assistant(results: Sequence[RankedMemory]) -> bool:
+    """Whether the results come from a user's talk with an assistant: a turn of the assistant's,
+    or a summary of a session it spoke in."""
+    return any(r.memory.role is Role.ASSISTANT or Role.ASSISTANT.value in _summarised_speakers(r) for r in results)
+
+
 # A summary's heading (summary.py): "Conversation s1 on 4 May 2025 between Grace and assistant:".
 _BETWEEN = re.compile(r" between (.+):$")
 
@@ -187,11 +193,24 @@ class CurrentTruth:
         self._replaced_currency = replaced_currency
 
     def asks_what_holds(self, plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
-        """Whether the query asks what holds now, so that the newest statement wins."""
+        """Whether the query asks what holds now, so that the newest statement wins: of the user
+        (`_asks_the_users_present`), or in the present tense naming no speaker."""
+        if self._asks_the_users_present(plan, results):
+            return True
+        return in_the_present_tense(plan.query) and not _named_speakers(plan.query, results)
+
+    @staticmethod
+    def _asks_the_users_present(plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
+        """Whether the query asks what holds now of the user: in the first person or saying "now"
+        (`about_the_present`), or in the present tense of the user of an assistant, named or not
+        ("What food is Mila on?"); not of a story told between two ("What do Mel and her kids
+        paint?")."""
         if plan.about_the_present:
             return True
+        if not in_the_present_tense(plan.query):
+            return False
         named = _named_speakers(plan.query, results)
-        return in_the_present_tense(plan.query) and (not named or _talk_to_an_assistant(named, results))
+        return _talk_to_an_assistant(named, results) if named else _with_an_assistant(results)
 
     def followers(self, results: Sequence[RankedMemory], later: Sequence[C]) -> list[C]:
         """Of `later` (candidates ranked below the results, best first), the statements said after
@@ -291,7 +310,8 @@ class CurrentTruth:
                 r.context,
             )
             out.append(r)
-        out = self._give_way(out, [(was, now) for was, now in pairs if was.memory.id in replaced])
+        if self._asks_the_users_present(plan, results):
+            out = self._give_way(out, [(was, now) for was, now in pairs if was.memory.id in replaced])
         # stable: ties keep their order; a joined statement and what it repeats are one result.
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
 
