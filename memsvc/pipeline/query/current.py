@@ -120,7 +120,7 @@ def _with_an_assistant(results: Sequence[RankedMemory]) -> bool:
     return any(r.memory.role is Role.ASSISTANT or Role.ASSISTANT.value in _summarised_speakers(r) for r in results)
 
 
-# A summary's heading (summary.py): "Conversation s1 on 4 May 2025 between Grace and assistant:".
+# A summary's heading (summary.py): "Conversation s1 on <its days> between Grace and assistant:".
 _BETWEEN = re.compile(r" between (.+):$")
 
 
