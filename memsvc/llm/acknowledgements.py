@@ -300,16 +300,18 @@ def _only_offers(text: str) -> bool:
 _NEWS_OF_SOMEBODY = re.compile(r"\b(?:feel\w*|felt|never|always|he|she|they|he's|she's|they're|hes|shes|theyre)\b")
 
 
+def _a_thing(word: str, text: str) -> bool:
+    """Whether `word` follows an article in `text` (lower case): a thing ("a chair", "a sick day")."""
+    return re.search(rf"\b(?:a|an|the)\s+{re.escape(word)}\b", text) is not None
+
+
 def _only_judging(words: list[str], text: str) -> bool:
     """Whether `words`, of `text`, only judge what the user was told ("not bad", "sick ty",
     "pricey but ok"): qualities, none of them a thing ("a sick day")."""
     low = text.lower()
     if _NEWS_OF_SOMEBODY.search(low):
         return False
-    return all(
-        {"ADJ", "ADV"} & set(getAllLemmas(w)) and not re.search(rf"\b(?:a|an|the)\s+{re.escape(w)}\b", low)
-        for w in words
-    )
+    return all({"ADJ", "ADV"} & set(getAllLemmas(w)) and not _a_thing(w, low) for w in words)
 
 
 def _only_doing(words: list[str], text: str) -> bool:
@@ -321,7 +323,7 @@ def _only_doing(words: list[str], text: str) -> bool:
         readings = getAllLemmas(word)
         if "VERB" not in readings or "ADJ" in readings or "feel" in readings["VERB"]:
             return False
-        if re.search(rf"\b(?:a|an|the)\s+{re.escape(word)}\b", low):
+        if _a_thing(word, low):
             return False
     return True
 

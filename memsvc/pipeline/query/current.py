@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -195,8 +196,11 @@ class CurrentTruth:
     def asks_what_holds(self, plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
         """Whether the query asks what holds now, so that the newest statement wins: of the user
         (`_asks_the_users_present`), or in the present tense naming no speaker."""
-        if self._asks_the_users_present(plan, results):
-            return True
+        return self._asks_the_users_present(plan, results) or self._asks_the_present(plan, results)
+
+    @staticmethod
+    def _asks_the_present(plan: QueryPlan, results: Sequence[RankedMemory]) -> bool:
+        """Whether the query is in the present tense and names no speaker."""
         return in_the_present_tense(plan.query) and not _named_speakers(plan.query, results)
 
     @staticmethod
@@ -240,7 +244,9 @@ class CurrentTruth:
         answers what that result answered, in newer words the query may not share ("I'm tutoring
         full time now" for "How do I earn my living?"): it joins the results with the score of
         the result it replaces, before that one gives way."""
-        if not self.asks_what_holds(plan, results):
+        # Read once: whether a replaced statement also gives way to its replacement (below).
+        of_the_user = self._asks_the_users_present(plan, results)
+        if not (of_the_user or self._asks_the_present(plan, results)):
             return results
         # A list gathers what holds side by side ("What kinds of films do I like?"): only what a
         # newer statement replaced gives way, the rest keeps its order.
@@ -310,7 +316,7 @@ class CurrentTruth:
                 r.context,
             )
             out.append(r)
-        if self._asks_the_users_present(plan, results):
+        if of_the_user:
             out = self._give_way(out, [(was, now) for was, now in pairs if was.memory.id in replaced])
         # stable: ties keep their order; a joined statement and what it repeats are one result.
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
@@ -326,13 +332,10 @@ class CurrentTruth:
             if old is None or new is None or old.score < new.score * GIVES_WAY or old.breakdown.currency <= 0:
                 continue
             factor = new.score * GIVES_WAY / old.score
-            scored[old.memory.id] = RankedMemory(
-                old.memory,
-                round(old.score * factor, 6),
-                old.breakdown._replace(currency=round(old.breakdown.currency * factor, 6)),
-                old.matched_queries,
-                old.sources,
-                old.context,
+            scored[old.memory.id] = replace(
+                old,
+                score=round(old.score * factor, 6),
+                breakdown=old.breakdown._replace(currency=round(old.breakdown.currency * factor, 6)),
             )
         return [scored[r.memory.id] for r in out]
 
