@@ -75,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from memsvc.server import build_record_store
+    from memsvc.stores.records.factory import build_record_store
 
     async def migrate() -> list[int]:
         store = build_record_store(_settings(args))
@@ -92,7 +92,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     from memsvc.bootstrap import local_secrets
     from memsvc.keys import ApiKeys
-    from memsvc.server import build_record_store
+    from memsvc.stores.records.factory import build_record_store
 
     settings = _settings(args)
 

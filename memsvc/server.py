@@ -65,7 +65,7 @@ from memsvc.stores.lexical.base import Bm25
 from memsvc.stores.lexical.postgres import PostgresLexicalIndex
 from memsvc.stores.lexical.sqlite import SqliteLexicalIndex
 from memsvc.stores.records.base import RecordStore
-from memsvc.stores.records.sqlite import SqliteRecordStore
+from memsvc.stores.records.factory import build_record_store
 from memsvc.stores.vectors.milvus import Client, GraphIndex, MilvusVectorIndex, connect_milvus
 from memsvc.telemetry import build_tracer_provider, tracer_of
 from memsvc.tls import CertificateSource, describe_transport, server_certificates
@@ -74,18 +74,6 @@ if TYPE_CHECKING:
     from memsvc.embeddings.local import LocalEmbedder
 
 log = logging.getLogger(__name__)
-
-
-def build_record_store(settings: Settings) -> RecordStore:
-    if settings.uses_postgres:
-        from memsvc.stores.records.postgres import PostgresRecordStore
-
-        return PostgresRecordStore(
-            settings.record_store_url,
-            max_connections=settings.record_store_pool_size,
-            timeout_s=settings.record_store_timeout_s,
-        )
-    return SqliteRecordStore(settings.sqlite_path, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
 
 
 def build_lexical_index(settings: Settings) -> SqliteLexicalIndex | PostgresLexicalIndex | None:

@@ -69,7 +69,7 @@ def worker_settings(settings: Settings, listen: str, index: int, count: int) -> 
 async def first_start(settings: Settings) -> str | None:
     """What must happen once before the workers start: the TLS files checked, secrets, migrations,
     the development key."""
-    from memsvc.server import build_record_store
+    from memsvc.stores.records.factory import build_record_store
 
     server_certificates(settings)
     secrets = local_secrets(settings)

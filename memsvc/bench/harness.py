@@ -27,7 +27,6 @@ from memsvc import eventloop
 from memsvc.bench.cpu import ServerCpu
 from memsvc.bench.synthetic import memory_texts
 from memsvc.pipeline.context import QueryMode
-from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
 from memsvc.tls import ClientTls
 
 if TYPE_CHECKING:
@@ -262,6 +261,10 @@ class BenchServer:
             time.sleep(settings.index_flush_delay_s + 0.5)
         else:
             time.sleep(settings.milvus_seal_delay_s + server_handoff_s(client))
+        # Imported here: pymilvus (with pandas) takes seconds to import, and every CLI command
+        # imports this module to build its `bench` arguments.
+        from memsvc.stores.vectors.milvus_lite import EmbeddedMilvus
+
         if isinstance(client, EmbeddedMilvus):
             # Milvus Lite merges sealed segments and builds their graphs in a thread of its own
             # after a flush: a merge of tens of thousands of rows takes seconds to minutes.
