@@ -58,7 +58,6 @@ from memsvc.retrieval.router import Retrieval
 from memsvc.retrieval.wiring import build_retrieval
 from memsvc.stores.caches.base import EmbeddingCache, ResultCache
 from memsvc.stores.caches.memory import InMemoryEmbeddingCache, InMemoryResultCache, NoResultCache
-from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
 from memsvc.stores.caches.sealed import SealedResultCache
 from memsvc.stores.lexical.analysis import TermHasher
 from memsvc.stores.lexical.base import Bm25
@@ -72,6 +71,7 @@ from memsvc.tls import CertificateSource, describe_transport, server_certificate
 
 if TYPE_CHECKING:
     from memsvc.embeddings.local import LocalEmbedder
+    from memsvc.stores.caches.redis import RedisGuard
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,9 @@ def build_caches(settings: Settings) -> tuple[ResultCache, EmbeddingCache, Redis
             else InMemoryResultCache(settings.result_cache_entries, settings.result_cache_ttl_s)
         )
         return results, InMemoryEmbeddingCache(settings.embedding_cache_entries), None
+    # Imported only with Redis configured: half a second of every start-up otherwise.
+    from memsvc.stores.caches.redis import RedisEmbeddingCache, RedisGuard, RedisResultCache, connect_redis
+
     guard = RedisGuard(
         connect_redis(
             settings.redis_url,

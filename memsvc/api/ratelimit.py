@@ -8,9 +8,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from threading import Lock
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from memsvc.stores.caches.redis import RedisGuard
+if TYPE_CHECKING:
+    from memsvc.stores.caches.redis import RedisGuard
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from openai import APIError, APITimeoutError, AsyncOpenAI
-
 from memsvc.deadline import Deadline
 from memsvc.llm.parse import MalformedReply, parse_json
 from memsvc.llm.prompts import PromptBook
@@ -62,6 +60,9 @@ class OpenAIChatModel:
     """Any OpenAI-compatible /v1/chat/completions endpoint (OpenAI, vLLM, Ollama) via `openai`."""
 
     def __init__(self, *, base_url: str, api_key: str, model: str, timeout_s: float, temperature: float) -> None:
+        # Imported only with an endpoint configured: the library takes a second to import.
+        from openai import AsyncOpenAI
+
         # No client retries: a retry would outlive the deadline the caller gave us.
         self._client = AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=0)
         self._model = model
@@ -70,6 +71,8 @@ class OpenAIChatModel:
     async def complete(
         self, system: str, user: str, *, max_tokens: int, timeout_s: float, schema: JsonSchema | None = None
     ) -> ChatReply:
+        from openai import APIError, APITimeoutError
+
         extra: dict[str, Any] = {}
         if schema is not None:
             extra["response_format"] = {
