@@ -11,8 +11,10 @@ These shapes are told apart by rules:
 - an assistant's remark of a few words on what the user just told it, not asked ("Easy win.",
   "Cheaper than a new bike!", "I'm really sorry. That's hard.") that does not advise: the
   assistant's own feelings are no fact about the user;
-- a wish, whatever it names ("Have a great trip!", "Enjoy the BBQ!"), and an assistant's
-  one-word judgement of what it was told ("Sensible.");
+- a wish or a cheer, whatever it names ("Have a great trip!", "Enjoy the BBQ!", "Congrats on
+  Clearpath!", "Go Brewers!"), and an assistant's one-word judgement of what it was told
+  ("Sensible."); beside anything else, a wish leaves the rest to decide;
+- what a reply calls the one it answers ("you're a treasure");
 - an assistant's question, alone or after such a remark ("Happy to help. What are your monthly
   costs?"): the user's answer states what it asks about;
 - the user taking up what the assistant said, not asked: one word ("bet", "sold"), or only
@@ -20,7 +22,7 @@ These shapes are told apart by rules:
   offer of the assistant's ("Want me to draft it?" "nah im good").
 
 A user who picks one of the assistant's words is choosing ("pinot noir it is", "the blue one
-then"), not echoing, and whoever answers a question answers it, however short ("Nope!",
+then", "malbec!"), and whoever answers a question answers it, however short ("Nope!",
 "Stanage. Thanks."); anything that names something new ("Luna and Oliver!", "Tuesdays at 7.")
 or says something of the speaker's own ("im vegan tho") states something too.
 """
@@ -48,7 +50,7 @@ _COURTESIES = frozenset(
     """
     thanks thank thx ty tysm ta u cheers please welcome sorry apologies pleasure appreciate appreciated bye goodbye
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
-    fun wishes wish hope hoping xoxo safe travels np
+    fun wishes wish hope hoping xoxo safe travels np anytime
     gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
     shukriya
     """.split()  # noqa: SIM905 - a word list reads better as text
@@ -80,7 +82,9 @@ _REACTION_NOUNS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # How people address whoever they reply to without naming them ("cheers mate", "thanks guys").
-_ADDRESS = frozenset("mate mates dude man buddy pal bro guys folks friend love hun babe sir madam dear".split())  # noqa: SIM905
+_ADDRESS = frozenset(
+    "mate mates dude man buddy pal bro bruv guys folks fam friend love luv hun hen babe sir madam dear".split()  # noqa: SIM905
+)
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
 _DIGIT = re.compile(r"\d")
@@ -142,18 +146,28 @@ _ADVICE_LEAD = re.compile(
 )
 
 
-# A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it"):
-# courtesy, whatever it names. The second list: what a wish wishes ("Have a safe flight").
+# A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it",
+# "Congrats on the new job!"): courtesy, whatever it names. The second list: what a wish wishes
+# ("Have a safe flight"); the third, what a good one is wished for ("Have a spooky fun time!").
 _WISHED = (
     "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous best "
     "splendid safe relaxing restful smooth happy productive fun blast"
 )
+_WISHED_FOR = "time day night evening weekend week trip holiday vacation visit flight journey ride party one"
 _WISH = re.compile(
     rf"^(?:enjoy|have\s+(?:(?:a|an|the)\s+)?(?:(?:really|very|so|super)\s+)?(?:{_WISHED.replace(' ', '|')})|"
-    r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey)|"
+    rf"have\s+(?:a|an)\s+(?:[\w-]+\s+){{1,2}}(?:{_WISHED_FOR.replace(' ', '|')})(?=\W*$)|"
+    r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey)|congrat\w*|"
     r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien))\b",
     re.IGNORECASE,
 )
+# Cheering somebody on ("Go Brewers!", "Go team!").
+_CHEER = re.compile(r"^[Gg]o\s+(?:team|[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)\s*!")
+# What a reply calls the one it answers ("you're a star", "you are amazing"): about the assistant,
+# nothing of the user's.
+_ABOUT_YOU = re.compile(r"\b(?:you(?:['\u2019]re|\s+are)|youre|ur)\b[^.!?,;]*", re.IGNORECASE)
+# Words before a comma that only react or greet ("My pleasure, enjoy it!", "That sounds lovely,").
+_LEAD_RUN = re.compile(r"^((?:[\w']+\s+){0,3}[\w']+),\s+")
 # What only the assistant says as a courtesy: its hopes for the user ("I hope the bridge club
 # loves them!") and its asking to hear back ("Let me know how it goes.").
 _ASSISTANT_COURTESY = re.compile(
@@ -176,8 +190,15 @@ def is_acknowledgement(
     if _DIGIT.search(text):
         return False
     said = sentences(text)
-    if said and len(text.split()) <= _MAX_REACTION_WORDS and all(_courteous(s, role) for s in said):
+    courteous = [s for s in said if _courteous(s, role)]
+    if said and len(courteous) == len(said) and (len(said) > 1 or len(text.split()) <= _MAX_REACTION_WORDS):
         return True
+    wishes = [s for s in said if _wish(s)]
+    if wishes and len(wishes) < len(said):
+        # A wish beside a remark ("Happy early birthday to her!") says nothing either way: the
+        # rest decides.
+        rest = " ".join(s for s in said if s not in wishes)
+        return is_acknowledgement(rest, answered, addressee, analyzer, role, answered_role)
     stems = (analyzer or Analyzer()).terms
     # Whoever the assistant asked answers it; the assistant's reply to a question is judged as
     # any of its remarks (an answer states something).
@@ -199,7 +220,7 @@ def is_acknowledgement(
     replying = role is Role.USER and answered_role is Role.ASSISTANT and not asked
     choosing = replying and bool(_CHOICE.search(text.strip()))
     echoes = 0
-    picked = False
+    picks: list[str] = []
     other: list[str] = []
     led = False
     for sentence in said:
@@ -212,7 +233,8 @@ def is_acknowledgement(
             continue  # what the assistant asks states nothing of the user's; the answer will
         if question and _WH.search(sentence):
             return False
-        for word in map(_as_written, tokens(sentence)):
+        judged = _ABOUT_YOU.sub("", sentence) if replying else sentence
+        for word in map(_as_written, tokens(judged)):
             if word in _ASSENT:
                 if asked:
                     return False  # "Nope!" to "Still vegetarian?" answers it
@@ -226,14 +248,15 @@ def is_acknowledgement(
             held = set(stems(word))
             if held and held <= echoed:
                 if replying:
-                    picked = True  # in the assistant's words: the user picks from what it offered
-                elif not asked and echoes < _MAX_ECHOES:
+                    picks.append(word)  # in the assistant's words: the user picks from what it offered
+                    continue
+                if not asked and echoes < _MAX_ECHOES:
                     echoes += 1
                     continue
             other.append(word)
-    if not other:
+    if not other and not picks:
         return True
-    if asked or choosing or picked:
+    if asked or choosing or picks:
         return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
     if replying and len(tokens(text)) == 1:
         return True  # "bet", "sold", "lifesaver": the user's one word on what they were told
@@ -276,18 +299,30 @@ def _as_written(word: str) -> str:
 def _courteous(sentence: str, role: Role) -> bool:
     """Whether `sentence` is a wish, or, said by the assistant, only courtesy: its hopes for the
     user, its asking to hear back, or words of reaction and assent ("Of course.")."""
-    bare = sentence.lstrip(" \"'(¡¿")
-    if _WISH.match(bare):
+    if _wish(sentence):
         return True
     if role is not Role.ASSISTANT:
         return False
-    # "Wonderful, I hope you have a great visit!": the courtesy after a word of reaction.
-    lead = re.match(r"(\w+),\s+", bare)
-    if lead and normalise(lead.group(1)) in _LEADS:
-        bare = bare[lead.end() :]
-    return bool(_WISH.match(bare) or _ASSISTANT_COURTESY.match(bare)) or all(
+    bare = _after_reaction(sentence)
+    return bool(_ASSISTANT_COURTESY.match(bare)) or all(
         w in STOPWORDS or w in _PHATIC or w in _ASSENT for w in tokens(bare)
     )
+
+
+def _after_reaction(sentence: str) -> str:
+    """`sentence` past its opening quotes and words of reaction ("Wonderful, I hope you have a
+    great visit!", "My pleasure, enjoy the planting!")."""
+    bare = sentence.lstrip(" \"'(¡¿")
+    lead = _LEAD_RUN.match(bare)
+    if lead and all(w in STOPWORDS or w in _PHATIC for w in tokens(lead.group(1))):
+        return bare[lead.end() :]
+    return bare
+
+
+def _wish(sentence: str) -> bool:
+    """Whether `sentence` wishes or cheers, after any words of reaction."""
+    bare = sentence.lstrip(" \"'(¡¿")
+    return any(_WISH.match(s) or _CHEER.match(s) for s in (bare, _after_reaction(bare)))
 
 
 def _only_offers(text: str) -> bool:

@@ -92,6 +92,19 @@ NS = Namespace("t", "p", "e", "u")
             True,
         ),
         ("Soccer mom hacks!", "lifesaver", Role.ASSISTANT, Role.USER, True),
+        # Wishes and cheers, after words of reaction too, and whatever is said beside them decides.
+        ("My pleasure, enjoy the planting!", "lovely, thank you dear", Role.ASSISTANT, Role.USER, True),
+        ("That sounds lovely, have a great time!", "escape room it is", Role.ASSISTANT, Role.USER, True),
+        ("Have a spooky fun time!", "carving pumpkins tonight", Role.ASSISTANT, Role.USER, True),
+        ("Go Brewers!", "perfect", Role.ASSISTANT, Role.USER, True),
+        ("You got it! Congrats on Clearpath, hope it takes off.", "perfect, thx man", Role.ASSISTANT, Role.USER, True),
+        ("Ha, she's going to love it. Happy birthday to her!", "thx", Role.ASSISTANT, Role.USER, True),
+        ("Congrats! I just adopted a puppy too.", "We got a beagle.", Role.USER, Role.USER, False),
+        ("Go left at the lights.", "how do I get to the pool", Role.ASSISTANT, Role.USER, False),
+        # What the user calls the assistant is nothing of the user's.
+        ("thank you love, you're a treasure", "Register with a practice near you.", Role.USER, Role.ASSISTANT, True),
+        ("thanks hen", "A proper Scottish classic.", Role.USER, Role.ASSISTANT, True),
+        ("you're right, I moved last month", "Is that still your address?", Role.USER, Role.ASSISTANT, False),
         # ... but picking from it, a word of the user's own, or a thing named states something.
         ("malbec", "A rioja, a malbec or a pinot would all work.", Role.USER, Role.ASSISTANT, False),
         ("im vegan tho", "A cheese board is an easy starter.", Role.USER, Role.ASSISTANT, False),
