@@ -68,8 +68,11 @@ _HYPOTHETICAL = re.compile(
     re.IGNORECASE,
 )
 # What makes a whole sentence hypothetical, not only its clause.
+# "if" after a verb of asking or knowing opens a question ("wondering if I need new tyres"), no
+# condition.
 _CONDITIONAL = re.compile(
-    r"\b(?:if|unless|would|might|could|(?-i:may)|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
+    r"\b(?:(?<!wondering )(?<!wonder )(?<!know )(?<!sure )(?<!see )(?<!ask )(?<!asking )(?<!check )if|"
+    r"unless|would|might|could|(?-i:may)|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
     r"planning|plan to|hope|hoping|wish|dream)\b",
     re.IGNORECASE,
 )

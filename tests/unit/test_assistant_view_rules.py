@@ -175,6 +175,8 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # A request holds its own clause; a condition its whole sentence.
         ("need shoe advice, I boulder twice a week now", "What do I do for fun?", True),
         ("If we move to York, the commute is shorter", "How long is my commute?", False),
+        # ... but "if" after a verb of asking opens a question.
+        ("The RAV4 climbs better than the old Honda, I'm wondering if I need new tyres", "What do I drive?", True),
         # A clause that opens with its verb is about whoever the clause before is about.
         ("my grandson took up the cello and practises at mine on Sundays", "What do I play?", False),
         ("my grandson took up the cello, I still play the piano", "What do I play?", True),

@@ -78,6 +78,13 @@ def test_the_rule_detector_names_subject_and_attribute() -> None:
     assert "berlin" not in found[0].reason.lower() and "lisbon" not in found[0].reason.lower()  # stored unencrypted
 
 
+def test_what_is_told_as_the_past_contradicts_nothing() -> None:
+    said = "Back when I lived in Cork I walked everywhere"
+    assert not RuleDetector().reads_candidates(said, ClaimCache())
+    stored = [memory("I live in Manchester")]
+    assert asyncio.run(RuleDetector().contradicted(said, stored, Deadline(None), ClaimCache())) == []
+
+
 class FakeAsk:
     def __init__(self, reply: Any) -> None:
         self.reply = reply

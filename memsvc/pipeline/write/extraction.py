@@ -277,6 +277,7 @@ def rule_memories(turn: StoredTurn, addressee: str) -> list[ExtractedMemory]:
             continue
         if not text.endswith((".", "!")):
             text += "."
+        text = text[0].upper() + text[1:]  # past a lead left out ("honestly", "so")
         out.append(ExtractedMemory(_with_dates(text, turn.at), kind, role, (turn.memory_id,)))
     return out
 

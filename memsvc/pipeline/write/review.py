@@ -28,6 +28,7 @@ from memsvc.domain.models import (
 )
 from memsvc.embeddings.base import Vector
 from memsvc.errors import Unavailable
+from memsvc.llm.changes import tells_the_past
 from memsvc.memories.codec import MemoryCodec
 from memsvc.pipeline.write.facts import INSTRUCTION_PREFIX, Claim, ClaimCache, find_conflict, is_duplicate
 from memsvc.pipeline.write.keys import is_turn_key
@@ -76,9 +77,9 @@ class RuleDetector:
     async def contradicted(
         self, new_content: str, candidates: Sequence[Memory], deadline: Deadline, claims: ClaimCache
     ) -> list[Contradiction]:
+        if not self.reads_candidates(new_content, claims):
+            return []
         new_claims = claims(new_content)
-        if not new_claims:
-            return []  # `reads_candidates` says so first
         out: list[Contradiction] = []
         for candidate in candidates:
             conflict = find_conflict(claims(candidate.content), new_claims)
@@ -87,7 +88,8 @@ class RuleDetector:
         return out
 
     def reads_candidates(self, new_content: str, claims: ClaimCache) -> bool:
-        return bool(claims(new_content))
+        # What is told as the past ("back when I lived in Cork") is history: it replaces nothing.
+        return bool(claims(new_content)) and not tells_the_past(new_content)
 
 
 class AskJson(Protocol):
