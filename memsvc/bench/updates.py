@@ -1,8 +1,8 @@
 """What the assistant receives: current truth, filler, repeats, score order and paraphrases, per mode.
 
 Hand-written sets, shipped in memsvc/bench/data/ (any file of the same shape can be given); the
-default pair is below, and pairs in other voices (`*-casual.json`, `*-world.json`, the latter held
-out: measured, never read to tune) are passed with --stories and --paraphrases:
+default pair is below, and pairs in other voices (`*-casual.json`, `*-chatty.json`, `*-world.json`,
+the last held out: measured, never read to tune) are passed with --stories and --paraphrases:
 
 - update stories: one user each, sessions of a user's chats with an assistant stored through
   AddConversation. In an update story a later turn changes a fact of the user's (a move, a new

@@ -113,7 +113,7 @@ def test_the_shipped_sets_hold_what_the_benchmark_promises() -> None:
     assert sum(len(u["questions"]) for u in paraphrases["users"]) >= 60
 
 
-@pytest.mark.parametrize("voice", ["casual", "world"])
+@pytest.mark.parametrize("voice", ["casual", "chatty", "world"])
 def test_the_sets_written_by_others_point_at_what_they_say(voice: str) -> None:
     for story in load_stories(bundled(f"updates-{voice}.json")):
         assert story.current and (story.history or not story.is_update)
