@@ -24,7 +24,7 @@ from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
-from memsvc.pipeline.query.current import CurrentTruth
+from memsvc.pipeline.query.current import CurrentTruth, _first_person
 from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.pipeline.write.instructions import instruction_of
@@ -499,3 +499,17 @@ def test_a_present_tense_question_asks_the_users_present_only_in_a_talk_with_an_
     assert CurrentTruth._asks_the_users_present(plan, results) is asks
     # Either way the newest of its answers comes first (`asks_what_holds`).
     assert CurrentTruth(index=None).asks_what_holds(plan, results)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("told", "said"),
+    [
+        ("Ahmed wants to start cooking.", "I want to start cooking."),
+        ("Nadia is a pharmacist and Nadia has 12 hr shifts.", "I am a pharmacist and I have 12 hr shifts."),
+        ("Ahmed no longer eats meat.", "I no longer eat meat."),
+        ("Aisha sold Aisha's Civic.", "I sold my Civic."),
+        ("She has more patience than Margaret.", "She has more patience than I."),
+    ],
+)
+def test_a_memory_told_of_the_user_is_read_as_they_said_it(told: str, said: str) -> None:
+    assert _first_person(told, frozenset({"Ahmed", "Nadia", "Aisha", "Margaret"})) == said

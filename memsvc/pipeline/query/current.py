@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Protocol, TypeVar
 
 import numpy as np
+from lemminflect import getLemma
 
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, RankedMemory, Role, StoredMemory
@@ -156,10 +157,29 @@ def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
 
 
 def _first_person(text: str, speakers: frozenset[str]) -> str:
-    """`text` with each of `speakers` as "I" and their possessive as "my"."""
+    """`text` with each of `speakers` as "I", their possessive as "my", and the verb after them
+    as "I" says it ("Ahmed wants to cook" -> "I want to cook", "Nadia is" -> "I am")."""
     names = "|".join(re.escape(n) for n in sorted(speakers))
     text = re.sub(rf"\b(?:{names})['\u2019]s\b", "my", text)
-    return re.sub(rf"\b(?:{names})\b", "I", text)
+    text = re.sub(
+        rf"\b(?:{names})(\s+(?:(?:really|still|also|just|now|only|no longer|never|always)\s+)*)(\w+)\b", _as_i, text
+    )
+    return re.sub(rf"\b(?:{names})\b", "I", text)  # where no word follows
+
+
+def _as_i(match: re.Match[str]) -> str:
+    """ "I" and the verb that followed the speaker's name, as said in the first person."""
+    between, verb = match.group(1), match.group(2)
+    if verb in _FIRST_PERSON_OF:
+        return f"I{between}{_FIRST_PERSON_OF[verb]}"
+    if verb.endswith("s") and not verb.endswith("ss"):
+        base = getLemma(verb, upos="VERB")
+        if base and base[0] != verb:
+            return f"I{between}{base[0]}"
+    return f"I{between}{verb}"
+
+
+_FIRST_PERSON_OF = {"is": "am", "has": "have", "does": "do"}
 
 
 def _speakers(results: Sequence[RankedMemory]) -> frozenset[str]:
