@@ -190,8 +190,7 @@ def is_acknowledgement(
     if _DIGIT.search(text):
         return False
     said = sentences(text)
-    courteous = [s for s in said if _courteous(s, role)]
-    if said and len(courteous) == len(said) and (len(said) > 1 or len(text.split()) <= _MAX_REACTION_WORDS):
+    if said and all(_courteous(s, role) for s in said) and (len(said) > 1 or len(text.split()) <= _MAX_REACTION_WORDS):
         return True
     wishes = [s for s in said if _wish(s)]
     if wishes and len(wishes) < len(said):
@@ -220,7 +219,7 @@ def is_acknowledgement(
     replying = role is Role.USER and answered_role is Role.ASSISTANT and not asked
     choosing = replying and bool(_CHOICE.search(text.strip()))
     echoes = 0
-    picks: list[str] = []
+    picked = False
     other: list[str] = []
     led = False
     for sentence in said:
@@ -248,15 +247,14 @@ def is_acknowledgement(
             held = set(stems(word))
             if held and held <= echoed:
                 if replying:
-                    picks.append(word)  # in the assistant's words: the user picks from what it offered
-                    continue
-                if not asked and echoes < _MAX_ECHOES:
+                    picked = True  # in the assistant's words: the user picks from what it offered
+                elif not asked and echoes < _MAX_ECHOES:
                     echoes += 1
                     continue
             other.append(word)
-    if not other and not picks:
+    if not other:
         return True
-    if asked or choosing or picks:
+    if asked or choosing or picked:
         return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
     if replying and len(tokens(text)) == 1:
         return True  # "bet", "sold", "lifesaver": the user's one word on what they were told
