@@ -156,6 +156,10 @@ def _said(r: RankedMemory, speakers: frozenset[str]) -> list[str]:
     return [said for who, said in (q for q in quotes if len(q) == 2) if who != Role.ASSISTANT.value] or [""]
 
 
+# The verbs whose first person is no lemma of theirs.
+_FIRST_PERSON_OF = {"is": "am", "has": "have", "does": "do"}
+
+
 def _first_person(text: str, speakers: frozenset[str]) -> str:
     """`text` with each of `speakers` as "I", their possessive as "my", and the verb after them
     as "I" says it ("Ahmed wants to cook" -> "I want to cook", "Nadia is" -> "I am")."""
@@ -177,9 +181,6 @@ def _as_i(match: re.Match[str]) -> str:
         if base and base[0] != verb:
             return f"I{between}{base[0]}"
     return f"I{between}{verb}"
-
-
-_FIRST_PERSON_OF = {"is": "am", "has": "have", "does": "do"}
 
 
 def _speakers(results: Sequence[RankedMemory]) -> frozenset[str]:
