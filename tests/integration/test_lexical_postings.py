@@ -243,6 +243,7 @@ def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) 
             yield q("DROP FUNCTION memsvc_lexical_posting_deleted()")
         yield q("DROP TABLE lexical_terms")
         yield q("DROP INDEX memories_ns_kind_created")  # migration 12's
+        yield q("DROP INDEX memories_ns_session_created")  # migration 13's
         yield q("DELETE FROM schema_migrations WHERE version >= 8")
         for memory in (archived, active):
             yield q("INSERT INTO lexical_docs (memory_id, ns, length) VALUES (%s, %s, 1)", (memory.id, ALICE.digest))

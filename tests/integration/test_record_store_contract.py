@@ -188,6 +188,28 @@ def test_sqlite_lists_one_kind_newest_first_from_its_own_index(loop_thread: Loop
     assert [step[3] for step in plan] == ["SEARCH memories USING INDEX memories_ns_kind_created (ns=? AND kind=?)"]
 
 
+def test_sqlite_reads_one_session_from_its_own_index(loop_thread: LoopThread, tmp_path: Path) -> None:
+    # A conversation's turns (its summary, a result's context window) must not walk a long history.
+    path = tmp_path / "plan.db"
+    store = SqliteRecordStore(path)
+    loop_thread.run(store.migrate())
+    loop_thread.run(store.close())
+    sql = (
+        "SELECT id FROM memories WHERE ns = ? AND session_id = ? AND kind IN (?) "
+        "ORDER BY created_at DESC, id DESC LIMIT 200"
+    )
+    neighbours = "SELECT id, created_at, retention_status FROM memories WHERE ns = ? AND session_id IN (?, ?)"
+    with sqlite3.connect(path) as conn:
+        plans = [
+            [step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + sql, ("ns", "s1", "episode"))],
+            [step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + neighbours, ("ns", "s1", "s2"))],
+        ]
+    assert plans == [
+        ["SEARCH memories USING INDEX memories_ns_session_created (ns=? AND session_id=?)"],
+        ["SEARCH memories USING INDEX memories_ns_session_created (ns=? AND session_id=?)"],
+    ]
+
+
 def test_idempotency_key_returns_the_stored_row(s: Store) -> None:
     first = memory(idempotency_key="req-1")
     assert s(s.store.insert_memories([first])) == [(first, True)]

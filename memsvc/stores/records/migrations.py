@@ -150,6 +150,15 @@ _MEMORIES_BY_KIND: Migration = (
 )
 
 
+# A user's memories of one conversation, in order: each AddConversation call reads its session's
+# turns (for the summary) and every query's `context_window` the turns around its results. By
+# the namespace's indexes alone both walked the user's whole history, so writing a session and
+# attaching context took longer as the history grew.
+_MEMORIES_BY_SESSION: Migration = (
+    13,
+    ("CREATE INDEX memories_ns_session_created ON memories (ns, session_id, created_at DESC, id DESC)",),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -364,6 +373,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _ACKNOWLEDGEMENTS,
     _SQLITE_LEXICAL_TERMS,
     _MEMORIES_BY_KIND,
+    _MEMORIES_BY_SESSION,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -595,4 +605,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _ACKNOWLEDGEMENTS,
     _POSTGRES_LEXICAL_TERMS,
     _MEMORIES_BY_KIND,
+    _MEMORIES_BY_SESSION,
 )
