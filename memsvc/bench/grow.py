@@ -56,7 +56,10 @@ def filler_sessions(data_dir: Path, probe: Path, seed: int) -> Iterator[list[dic
                 else:
                     session.append({"role": "ROLE_ASSISTANT", "content": text, "create_time": _stamp(when)})
                 when += timedelta(minutes=2)
-            when += timedelta(hours=9)
+            # Sessions a few hours apart, as an assistant used every day has them: 100,000
+            # memories then span about a year and a half from 2024, not years past today, which
+            # the service refuses as a future create_time.
+            when += timedelta(hours=3)
             yield session
         cycle += 1
 
