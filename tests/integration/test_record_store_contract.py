@@ -161,13 +161,19 @@ def test_fetch_many_in_one_call(s: Store) -> None:
     assert {r.id for r in fetched} == {r.id for r in rows[:5]}
 
 
-def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
-    loop_thread: LoopThread, tmp_path: Path
-) -> None:
+def migrated_sqlite(loop_thread: LoopThread, tmp_path: Path) -> Path:
+    """The path of a new SQLite record store with every migration applied, closed again."""
     path = tmp_path / "plan.db"
     store = SqliteRecordStore(path)
     loop_thread.run(store.migrate())
     loop_thread.run(store.close())
+    return path
+
+
+def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
+    loop_thread: LoopThread, tmp_path: Path
+) -> None:
+    path = migrated_sqlite(loop_thread, tmp_path)
     with sqlite3.connect(path) as conn:
         plan = conn.execute("EXPLAIN QUERY PLAN " + fetch_sql(3), ("ns", "a", "b", "c")).fetchall()
     assert [step[3] for step in plan] == ["SEARCH memories USING INDEX sqlite_autoindex_memories_1 (id=?)"]
@@ -175,10 +181,7 @@ def test_sqlite_fetches_ids_by_primary_key_not_by_walking_the_namespace(
 
 def test_sqlite_lists_one_kind_newest_first_from_its_own_index(loop_thread: LoopThread, tmp_path: Path) -> None:
     # The interaction contract's read (the user's instructions) must not walk a long history.
-    path = tmp_path / "plan.db"
-    store = SqliteRecordStore(path)
-    loop_thread.run(store.migrate())
-    loop_thread.run(store.close())
+    path = migrated_sqlite(loop_thread, tmp_path)
     sql = (
         "SELECT id FROM memories WHERE ns = ? AND kind IN (?) AND retention_status = ? "
         "ORDER BY created_at DESC, id DESC LIMIT 30"
@@ -190,10 +193,7 @@ def test_sqlite_lists_one_kind_newest_first_from_its_own_index(loop_thread: Loop
 
 def test_sqlite_reads_one_session_from_its_own_index(loop_thread: LoopThread, tmp_path: Path) -> None:
     # A conversation's turns (its summary, a result's context window) must not walk a long history.
-    path = tmp_path / "plan.db"
-    store = SqliteRecordStore(path)
-    loop_thread.run(store.migrate())
-    loop_thread.run(store.close())
+    path = migrated_sqlite(loop_thread, tmp_path)
     sql = (
         "SELECT id FROM memories WHERE ns = ? AND session_id = ? AND kind IN (?) "
         "ORDER BY created_at DESC, id DESC LIMIT 200"
