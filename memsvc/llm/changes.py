@@ -25,7 +25,7 @@ _CHANGE = re.compile(
     r"\b(?:now|nowadays|these days|any ?more|no longer|not \w+ing|from now on|instead|actually|turns out|"
     r"switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|relocat(?:ed|ing)|transferr?(?:ed|ing)|"
     r"start(?:ed|ing)?|began|quit|gave up|given up|giving up|stopp(?:ed|ing)|dropp(?:ed|ing)|cancell?(?:ed|ing)|"
-    r"replac(?:ed|ing)|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
+    r"replac(?:ed|ing)|ditch(?:ed|ing)?|swapp?(?:ed|ing)?|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
     r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|sold|got rid of|traded in|"
     r"(?:go|goes|going|went|gone) (?:up|down)|rais(?:ed|ing)|increas(?:ed|ing)|decreas(?:ed|ing)|rose|risen|fell|"
     r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new)\b",
@@ -61,8 +61,14 @@ _ONE_OFF = re.compile(
     r"borrow(?:ed|ing)|loaner|rental car)\b",
     re.IGNORECASE,
 )
+# "may" the modal ("I may switch"), not the month people write in lower case too ("ditched coffee
+# in may", "since may 3").
+_MAY = (
+    r"(?<!in )(?<!since )(?<!by )(?<!until )(?<!till )(?<!from )(?<!of )(?<!last )(?<!next )(?<!this )"
+    r"(?-i:may)(?!\s*\d)"
+)
 _HYPOTHETICAL = re.compile(
-    r"\b(?:if|would|might|could|(?-i:may)|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
+    rf"\b(?:if|would|might|could|{_MAY}|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
     r"hoping|wish|someday|one day|dream|going to|gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
     r"looking for|shopping for)\b",
     re.IGNORECASE,
@@ -72,7 +78,7 @@ _HYPOTHETICAL = re.compile(
 # condition.
 _CONDITIONAL = re.compile(
     r"\b(?:(?<!wondering )(?<!wonder )(?<!know )(?<!sure )(?<!see )(?<!ask )(?<!asking )(?<!check )if|"
-    r"unless|would|might|could|(?-i:may)|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
+    rf"unless|would|might|could|{_MAY}|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
     r"planning|plan to|hope|hoping|wish|dream)\b",
     re.IGNORECASE,
 )

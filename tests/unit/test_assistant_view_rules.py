@@ -157,6 +157,8 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         ("We haven't moved, still in the same flat.", False),
         ("I sold my old Golf and got a little electric Fiat.", True),
         ("The dosage got too high so I'm on a lower one now.", True),
+        ("i fully ditched coffee, making matcha every morning", True),
+        ("I swapped the gym for a climbing wall", True),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
@@ -184,6 +186,9 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # A stay or a loan that ends is no new home or car.
         ("in Leeds all week for a course, the hotel is by the station", "Where do I live?", False),
         ("borrowing my neighbour's van to shift the sofa", "What do I drive?", False),
+        # "may" the month, written in lower case, is no "may" of what might be.
+        ("i fully ditched coffee in may so im making matcha every morning", "What do I drink?", True),
+        ("I may switch to tea", "What do I drink?", False),
     ],
 )
 def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:
