@@ -208,6 +208,7 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
         ("I work at Acme", "I'm no longer with Acme", "given up"),
         ("My piano lesson is on Tuesdays", "my lesson is on Thursdays now", "time of lesson"),
         ("I earn 52k", "they bumped me to 58k!", "amount of pay"),
+        ("I pay Spectrum $55 a month for internet", "They put me on a new plan at $65/month.", "amount per month"),
         ("Please always answer in German.", "English is fine again.", "instruction: language"),
         ("No emojis please.", "Please use emojis, I like them!", "instruction: emoji"),
         # Additions, and several values that hold at once, are no change.
@@ -216,6 +217,8 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
         ("I drink coffee every morning", "I drink coffee with oat milk now", None),
         ("Never suggest restaurants with loud music.", "Always give me the source.", None),
         ("It's 5 miles to the station.", "That's 20 minutes on foot.", None),
+        ("Internet runs me $55 a month", "Storage runs me $60 a year", None),
+        ("Internet is $55 a month", "Their new plan is $65 a month", None),  # nobody's said to pay it
     ],
 )
 def test_slot_claims_find_a_new_value_of_the_same_thing(old: str, new: str, attribute: str | None) -> None:

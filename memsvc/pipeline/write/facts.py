@@ -36,6 +36,7 @@ _STOP = frozenset(
 )
 _NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "doesn't", "didn't", "isn't", "aren't", "won't"})
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_SPEAKER = re.compile(r"\b(?:i|i'm|i've|my|me|we|we're|our|us)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9][a-z0-9'+-]*")
 
 # Subjects: the user ("i"), someone of the user's ("my sister"), or a named person.
@@ -231,6 +232,19 @@ _MEASURE = _rx(
     "take",
     "spend",
 )
+# "I pay Spectrum $55 a month", "they put me on a plan at $65/month": what the speaker pays or
+# earns by the month (week, year, hour) has one value at a time for one thing, whatever the
+# sentence names it by; the statements compared are about the same thing already (their vectors
+# are close, and both answer the question).
+_PERIODIC = _rx(
+    r"(?P<value>[$£€]\s?\d[\d,.]*k?)\s?(?:(?:a|an|per|each|every|/)\s?(?P<period>month|mo|week|wk|year|yr|hour|hr)\b|"
+    r"(?P<adverb>monthly|weekly|yearly|annually|hourly)\b)",
+    "$",
+    "£",
+    "€",
+)
+_PERIODS = {"mo": "month", "wk": "week", "yr": "year", "hr": "hour", "monthly": "month", "weekly": "week"}
+_PERIODS |= {"yearly": "year", "annually": "year", "hourly": "hour"}
 _DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?"
 # "my piano lesson is on Thursdays now", "my yoga class moved to Saturday 9am".
 _SCHEDULE = _rx(
@@ -464,6 +478,10 @@ def _slot_claims(sentence: str, lowered: str | None) -> Iterable[Claim]:
     for m in _MEASURE.finditer(sentence, lowered):
         measured = _MEASURED.get(_lemma(m.group("verb")), "amount")
         yield Claim(_normalise_subject(m.group("subject")), f"amount of {measured}", _number(m.group("value")))
+    if _SPEAKER.search(sentence):
+        for m in _PERIODIC.finditer(sentence, lowered):
+            period = m.group("period") or m.group("adverb")
+            yield Claim("user", f"amount per {_PERIODS.get(period, period)}", _number(m.group("value")))
     for m in _SCHEDULE.finditer(sentence, lowered):
         subject, value = _normalise_subject(m.group("subject")), m.group("value").lower()
         yield Claim(subject, f"time of {_head(m.group('thing'))}", value)
