@@ -135,7 +135,7 @@ def states_a_change(text: str) -> bool:
     of one of its statements (not a question) is about the speaker, words a change, and is
     neither someone else's news, an addition, a one-off, a hypothetical nor the past retold."""
     for sentence in sentences(text):
-        if sentence.endswith("?"):
+        if _asked(sentence):
             continue
         # A sentence that names the speaker anywhere makes its subjectless clauses theirs
         # ("Weighed in this morning at 79.2, so the plan's working!").
@@ -176,13 +176,22 @@ _ASKS = re.compile(
 )
 
 
+# How a statement about the speaker or a thing of theirs opens ("I ...", "my insurance ...").
+_STATEMENT_OPENING = re.compile(
+    r"^(?:(?:so|and|but|well|ok|okay|oh|also|honestly|btw),?\s+)?(?:i|i'm|i've|my|we|we're|we've|our)\b", re.IGNORECASE
+)
+
+
+def _asked(sentence: str) -> bool:
+    """Whether `sentence` is a question: it opens as one, or ends on a question mark without
+    opening as a statement. "my insurance renewed at 171 a month and i didnt even get a ticket??"
+    and "I started running, is that bad?" state something before they ask."""
+    return bool(_ASKS.match(sentence)) or (sentence.endswith("?") and not _STATEMENT_OPENING.match(sentence))
+
+
 def _stated_sentences(text: str) -> list[str]:
     """The sentences of `text` that state something: not questions, not a word or two."""
-    return [
-        s
-        for s in sentences(text)
-        if not s.endswith("?") and not _ASKS.match(s) and len(s.split()) >= _MIN_STATEMENT_WORDS
-    ]
+    return [s for s in sentences(text) if not _asked(s) and len(s.split()) >= _MIN_STATEMENT_WORDS]
 
 
 def states_something(text: str) -> bool:

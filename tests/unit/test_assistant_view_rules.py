@@ -159,6 +159,9 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         ("The dosage got too high so I'm on a lower one now.", True),
         ("i fully ditched coffee, making matcha every morning", True),
         ("I swapped the gym for a climbing wall", True),
+        # A statement before the question it ends on still states; a question is asked.
+        ("I started running in the mornings, is that bad for my knees?", True),
+        ("Should I switch to running in the mornings?", False),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
@@ -189,6 +192,8 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # "may" the month, written in lower case, is no "may" of what might be.
         ("i fully ditched coffee in may so im making matcha every morning", "What do I drink?", True),
         ("I may switch to tea", "What do I drink?", False),
+        ("my insurance renewed at 171 a month and i didnt even get a ticket??", "What do I pay for insurance?", True),
+        ("is 171 a month normal for insurance?", "What do I pay for insurance?", False),
     ],
 )
 def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:
