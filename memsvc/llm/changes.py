@@ -105,10 +105,10 @@ _PERSON_SUBJECT = re.compile(
 
 
 # Something of the speaker's changed by someone else: "they raised it to £38", "she moved my
-# lesson to Thursday", "the landlord put up the rent".
+# lesson to Thursday", "the landlord put up the rent", "they put our crew on four tens".
 _CHANGED_FOR_THEM = re.compile(
-    r"\b(?:they|he|she|it)\s+(?:\w+\s+)?(?:raised|increased|hiked|upped|bumped|put up|cut|lowered|reduced|changed|"
-    r"moved|switched|cancell?ed|rescheduled|pushed)\s+(?:my|our|it|me|us)\b",
+    r"\b(?:they|he|she|it)\s+(?:\w+\s+)?(?:(?:raised|increased|hiked|upped|bumped|put up|cut|lowered|reduced|changed|"
+    r"moved|switched|cancell?ed|rescheduled|pushed)\s+(?:my|our|it|me|us)\b|put\s+(?:my|our|me|us)\s+(?:\w+\s+){0,2}on\b)",
     re.IGNORECASE,
 )
 

@@ -162,6 +162,9 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # A statement before the question it ends on still states; a question is asked.
         ("I started running in the mornings, is that bad for my knees?", True),
         ("Should I switch to running in the mornings?", False),
+        # Put on a new shift, plan or dose by somebody else; not something put somewhere.
+        ("they put our whole crew on 4 tens, mon-thur 5am to 3:30", True),
+        ("they put it in the fridge overnight", False),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
