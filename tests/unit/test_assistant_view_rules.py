@@ -217,6 +217,7 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
         ("My piano lesson is on Tuesdays", "my lesson is on Thursdays now", "time of lesson"),
         ("I earn 52k", "they bumped me to 58k!", "amount of pay"),
         ("I pay Spectrum $55 a month for internet", "They put me on a new plan at $65/month.", "amount per month"),
+        ("Our mortgage is £890 a month", "I did the remortgage. It's £1,040 a month now.", "amount per month"),
         ("Please always answer in German.", "English is fine again.", "instruction: language"),
         ("No emojis please.", "Please use emojis, I like them!", "instruction: emoji"),
         # Additions, and several values that hold at once, are no change.

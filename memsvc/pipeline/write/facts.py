@@ -373,8 +373,10 @@ def _sentences(text: str) -> list[str]:
 def extract_claims(text: str) -> list[Claim]:
     """Every claim the rules find in `text`, first-person and third-person alike."""
     claims: list[Claim] = []
+    # A text in which the speaker speaks of themselves: its amounts by the period are theirs.
+    own = bool(_SPEAKER.search(text))
     for sentence in _sentences(text):
-        claims.extend(_sentence_claims(sentence))
+        claims.extend(_sentence_claims(sentence, own))
     return list(dict.fromkeys(claims))
 
 
@@ -404,7 +406,7 @@ INSTRUCTION_PREFIX = "instruction: "
 _STANDING_RULE = INSTRUCTION_PREFIX + "standing rule"
 
 
-def _sentence_claims(sentence: str) -> Iterable[Claim]:
+def _sentence_claims(sentence: str, own: bool) -> Iterable[Claim]:
     instruction = instruction_of(sentence)
     if instruction is not None:
         yield Claim("user", INSTRUCTION_PREFIX + instruction.aspect, instruction.value, instruction.negated)
@@ -449,7 +451,7 @@ def _sentence_claims(sentence: str) -> Iterable[Claim]:
             yield Claim(_normalise_subject(m.group("subject")), f"name of {thing}", value)
         elif thing.split()[-1] in _SINGLE_VALUED and not re.match(r"(?:an?|the) ", m.group("value"), re.I):
             yield Claim(_normalise_subject(m.group("subject")), thing, value)
-    yield from _slot_claims(sentence, lowered)
+    yield from _slot_claims(sentence, lowered, own)
 
 
 def _number(raw: str) -> str:
@@ -462,7 +464,7 @@ def _number(raw: str) -> str:
     return f"{value:g}{m.group(3)}"
 
 
-def _slot_claims(sentence: str, lowered: str | None) -> Iterable[Claim]:
+def _slot_claims(sentence: str, lowered: str | None, own: bool) -> Iterable[Claim]:
     """Quantities, schedules, habits and what was given up: the values a later statement
     changes ("my rent is $1,950" after "$1,700"; "I quit smoking"; "I'm on losartan now")."""
     changed = bool(_CHANGE_WORDS.search(sentence))
@@ -478,7 +480,7 @@ def _slot_claims(sentence: str, lowered: str | None) -> Iterable[Claim]:
     for m in _MEASURE.finditer(sentence, lowered):
         measured = _MEASURED.get(_lemma(m.group("verb")), "amount")
         yield Claim(_normalise_subject(m.group("subject")), f"amount of {measured}", _number(m.group("value")))
-    if _SPEAKER.search(sentence):
+    if own:
         for m in _PERIODIC.finditer(sentence, lowered):
             period = m.group("period") or m.group("adverb")
             yield Claim("user", f"amount per {_PERIODS.get(period, period)}", _number(m.group("value")))
