@@ -218,6 +218,8 @@ def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, qu
         ("I earn 52k", "they bumped me to 58k!", "amount of pay"),
         ("I pay Spectrum $55 a month for internet", "They put me on a new plan at $65/month.", "amount per month"),
         ("Our mortgage is £890 a month", "I did the remortgage. It's £1,040 a month now.", "amount per month"),
+        ("I'm engaged to Arjun!", "My husband Arjun is useless at thank-you cards", "marital status"),
+        ("I'm engaged to Arjun!", "My ex-wife called about the kids", None),
         ("Please always answer in German.", "English is fine again.", "instruction: language"),
         ("No emojis please.", "Please use emojis, I like them!", "instruction: emoji"),
         # Additions, and several values that hold at once, are no change.

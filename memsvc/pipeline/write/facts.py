@@ -156,6 +156,13 @@ _RULES: tuple[_Rule, ...] = (
         "marital status",
         _rx(rf"\b{_SUBJECT} {_NOW}(?:got )?(?P<value>married|divorced|engaged)\b", "married", "divorced", "engaged"),
     ),
+    # Who the speaker calls their spouse or fiancé(e) tells their status ("my husband Arjun").
+    _Rule(
+        "marital status",
+        _rx(r"\b(?P<subject>my) (?:husband|wife|spouse)\b", "husband", "wife", "spouse"),
+        value="married",
+    ),
+    _Rule("marital status", _rx(r"\b(?P<subject>my) fianc[eé]e?\b", "fianc"), value="engaged"),
     _Rule(
         "partner",
         _rx(
