@@ -102,9 +102,9 @@ def test_a_write_parses_each_text_for_claims_once(walk: Walk, monkeypatch: pytes
     parsed: list[str] = []
     real = facts._sentence_claims
 
-    def counting(sentence: str) -> Any:
+    def counting(sentence: str, own: bool) -> Any:
         parsed.append(sentence)
-        return real(sentence)
+        return real(sentence, own)
 
     monkeypatch.setattr(facts, "_sentence_claims", counting)  # under every way in to the parser
     walk.add("I live in Lisbon")
