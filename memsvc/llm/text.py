@@ -60,8 +60,11 @@ MONTHS = (
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _CALENDAR = frozenset(MONTHS) | frozenset(m[:3] for m in MONTHS) | frozenset(WEEKDAYS)
 
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'\u2019\-]*[A-Za-z]|[A-Za-z]|\d+(?:[.,:/-]\d+)*")
-_CAP_WORD = re.compile(r"\b[A-Z][a-zA-Z'\u2019\-]*[a-zA-Z]\b")
+# A letter of any script ("vovó", "Zoë", "São Paulo"): a word character that is no digit.
+_LETTER = r"[^\W\d_]"
+_TOKEN = re.compile(rf"{_LETTER}(?:{_LETTER}|['\u2019\-])*{_LETTER}|{_LETTER}|\d+(?:[.,:/-]\d+)*")
+# A word of two letters or more; named_entities keeps those that open on a capital.
+_WORD = re.compile(rf"\b{_LETTER}(?:{_LETTER}|['\u2019\-])*{_LETTER}\b")
 _QUOTED = re.compile(
     r"[\"\u201c\u201e]([^\"\u201c\u201d\u201e]{2,80})[\"\u201d]|(?:^|\s)'([^']{2,80})'(?=[\s.,!?;:]|$)"
 )
@@ -119,8 +122,10 @@ def _sentence_start(text: str, index: int) -> bool:
 def named_entities(text: str) -> list[str]:
     """Capitalised names, adjacent ones joined ("Lisbon Aquarium"); sentence starters only if name-like."""
     found: list[tuple[int, int, str]] = []
-    for m in _CAP_WORD.finditer(text):
+    for m in _WORD.finditer(text):
         word = m.group(0)
+        if not word[0].isupper():
+            continue
         low = normalise(word)
         if low in STOPWORDS or low in _CALENDAR or low == "i":
             continue

@@ -19,7 +19,15 @@ from memsvc.llm.heuristics import (
 )
 from memsvc.llm.needs import detect_needs
 from memsvc.llm.parse import MalformedReply, parse_json, string_list
-from memsvc.llm.text import extract_keywords, salient_terms, stem, without_names, without_questions_asked_back
+from memsvc.llm.text import (
+    extract_keywords,
+    named_entities,
+    salient_terms,
+    stem,
+    tokens,
+    without_names,
+    without_questions_asked_back,
+)
 
 NOW = datetime(2026, 11, 22, 5, 0, tzinfo=UTC).timestamp()
 
@@ -42,6 +50,15 @@ def test_sentence_starters_and_months_are_not_names() -> None:
     assert extract_keywords("Where does the person who recommended the trail work?").entities == ()
     assert extract_keywords("Maria went to Lisbon in March").entities == ("Maria", "Lisbon")
     assert extract_keywords("Tell me about my sister's job").entities == ()
+
+
+def test_words_and_names_keep_their_letters_in_any_script() -> None:
+    assert tokens("vovó, got it. thanks") == ["vovó", "got", "it", "thanks"]
+    assert named_entities("We flew to São Paulo with Zoë, then to Reykjavík on the iPhone's map") == [
+        "São Paulo",
+        "Zoë",
+        "Reykjavík",
+    ]
 
 
 def test_names_are_left_out_with_their_possessive_and_nothing_else() -> None:
