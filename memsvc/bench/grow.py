@@ -77,6 +77,8 @@ class GrowthPoint:
     recall: dict[str, float | int]
     add_conversation_p50_ms: float
     add_conversation_p95_ms: float
+    # The same sessions written for a user without a history, beside the grown one's.
+    add_conversation_new_user_p50_ms: float
     disk_bytes: dict[str, int]
 
 
@@ -122,14 +124,34 @@ class GrowingUser:
     def _write_session(self) -> float:
         session = next(self._fillers)
         self._sessions += 1
-        started = time.perf_counter()
-        self._client.add_conversation(self._user, f"grow-{self._sessions}", session)
         self._turns += len(session)
+        return self._timed_write(self._user, f"grow-{self._sessions}", session)
+
+    def _timed_write(self, user: str, session_id: str, session: list[dict[str, Any]]) -> float:
+        started = time.perf_counter()
+        self._client.add_conversation(user, session_id, session)
         return (time.perf_counter() - started) * 1000
 
     def add_conversation_ms(self, sessions: int) -> list[float]:
         """The wall time of `sessions` AddConversation calls of SESSION_TURNS turns, one at a time."""
         return [self._write_session() for _ in range(sessions)]
+
+    def add_beside_a_new_user_ms(self, sessions: int) -> tuple[list[float], list[float]]:
+        """Each of `sessions` next sessions written for the grown user and for a user without a
+        history, in turn first: (the grown user's times, the new user's). The history's later
+        cycles lengthen their turns (module doc), so only the same sessions compare the two."""
+        grown: list[float] = []
+        new: list[float] = []
+        for n in range(sessions):
+            session = next(self._fillers)
+            self._sessions += 1
+            self._turns += len(session)
+            session_id = f"grow-{self._sessions}"
+            newcomer = f"{self._user}-new-{self._sessions}"
+            writes = [(self._user, grown), (newcomer, new)]
+            for user, times in writes if n % 2 == 0 else writes[::-1]:
+                times.append(self._timed_write(user, session_id, session))
+        return grown, new
 
     def probe_questions(self, limit: int) -> list[tuple[str, Sequence[str]]]:
         assert self._loaded is not None
@@ -183,7 +205,7 @@ def measure_point(
         bench.address, bench.api_key, warmup, [(user, t) for t, _ in questions], concurrency=1, max_seconds=300.0
     )
     recall = grower.recall(queries)
-    add_ms = grower.add_conversation_ms(sessions)
+    add_ms, new_user_ms = grower.add_beside_a_new_user_ms(sessions)
     bench.settle(timeout_s=600)
     return GrowthPoint(
         memories=memories,
@@ -193,5 +215,6 @@ def measure_point(
         recall=recall,
         add_conversation_p50_ms=percentile(add_ms, 50),
         add_conversation_p95_ms=percentile(add_ms, 95),
+        add_conversation_new_user_p50_ms=percentile(new_user_ms, 50),
         disk_bytes=disk_bytes(bench.data_dir),
     )

@@ -143,6 +143,7 @@ def conversation_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -
                 add_conversation_p50_ms=round(growth.add_conversation_p50_ms, 1),
                 add_conversation_p95_ms=round(growth.add_conversation_p95_ms, 1),
                 add_conversation_empty_p50_ms=round(percentile(empty_ms, 50), 1),
+                add_conversation_new_user_p50_ms=round(growth.add_conversation_new_user_p50_ms, 1),
                 disk_bytes=growth.disk_bytes,
                 disk_bytes_per_memory={k: round(v / max(memories, 1)) for k, v in growth.disk_bytes.items()},
             )
@@ -150,7 +151,9 @@ def conversation_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -
             _print_point(point)
             print(
                 f"    recall {growth.recall}; AddConversation ({args.add_sessions} x 20 turns) p50 "
-                f"{point['add_conversation_p50_ms']} ms (empty store {point['add_conversation_empty_p50_ms']} ms); "
+                f"{point['add_conversation_p50_ms']} ms (the same sessions for a new user "
+                f"{point['add_conversation_new_user_p50_ms']} ms; the first sessions on the empty store "
+                f"{point['add_conversation_empty_p50_ms']} ms); "
                 f"{point['memories_per_s']} memories/s written; bytes per memory {point['disk_bytes_per_memory']}",
                 flush=True,
             )

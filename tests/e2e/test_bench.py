@@ -176,5 +176,6 @@ def test_bench_scaling_grows_one_user_through_add_conversation(tmp_path: Path) -
     assert point["queries"] == 1 and point["errors"] == {} and point["recall_p50_ms"] > 0
     assert point["probe_recall"]["n"] == 1 and point["probe_recall"]["hit@10"] == 1.0
     assert point["add_conversation_p50_ms"] > 0 and point["add_conversation_empty_p50_ms"] > 0
+    assert point["add_conversation_new_user_p50_ms"] > 0
     assert point["turns_written"] >= 2 + 2 * 20  # the probe, at least one filler session, the timed ones
     assert all(point["disk_bytes"][part] > 0 for part in ("records", "lexical", "vectors"))
