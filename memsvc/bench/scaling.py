@@ -152,7 +152,7 @@ def conversation_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -
             print(
                 f"    recall {growth.recall}; AddConversation ({args.add_sessions} x 20 turns) p50 "
                 f"{point['add_conversation_p50_ms']} ms (the same sessions for a new user "
-                f"{point['add_conversation_new_user_p50_ms']} ms; the first sessions on the empty store "
+                f"{point['add_conversation_new_user_p50_ms']} ms; the opening sessions on the empty store "
                 f"{point['add_conversation_empty_p50_ms']} ms); "
                 f"{point['memories_per_s']} memories/s written; bytes per memory {point['disk_bytes_per_memory']}",
                 flush=True,
