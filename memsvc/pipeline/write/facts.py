@@ -250,8 +250,17 @@ _PERIODIC = _rx(
     "£",
     "€",
 )
-_PERIODS = {"mo": "month", "wk": "week", "yr": "year", "hr": "hour", "monthly": "month", "weekly": "week"}
-_PERIODS |= {"yearly": "year", "annually": "year", "hourly": "hour"}
+_PERIODS = {
+    "mo": "month",
+    "wk": "week",
+    "yr": "year",
+    "hr": "hour",
+    "monthly": "month",
+    "weekly": "week",
+    "yearly": "year",
+    "annually": "year",
+    "hourly": "hour",
+}
 _DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|weekdays?"
 # "my piano lesson is on Thursdays now", "my yoga class moved to Saturday 9am".
 _SCHEDULE = _rx(
