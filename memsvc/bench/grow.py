@@ -121,11 +121,15 @@ class GrowingUser:
             count = self.count()
         return count, time.perf_counter() - started
 
-    def _write_session(self) -> float:
+    def _next_session(self) -> tuple[str, list[dict[str, Any]]]:
+        """The next filler session and its id, counted as written."""
         session = next(self._fillers)
         self._sessions += 1
         self._turns += len(session)
-        return self._timed_write(self._user, f"grow-{self._sessions}", session)
+        return f"grow-{self._sessions}", session
+
+    def _write_session(self) -> float:
+        return self._timed_write(self._user, *self._next_session())
 
     def _timed_write(self, user: str, session_id: str, session: list[dict[str, Any]]) -> float:
         started = time.perf_counter()
@@ -143,10 +147,7 @@ class GrowingUser:
         grown: list[float] = []
         new: list[float] = []
         for n in range(sessions):
-            session = next(self._fillers)
-            self._sessions += 1
-            self._turns += len(session)
-            session_id = f"grow-{self._sessions}"
+            session_id, session = self._next_session()
             newcomer = f"{self._user}-new-{self._sessions}"
             writes = [(self._user, grown), (newcomer, new)]
             for user, times in writes if n % 2 == 0 else writes[::-1]:

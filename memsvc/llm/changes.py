@@ -130,6 +130,11 @@ def _changes(clause: str, about_the_speaker: bool) -> bool:
     return not any(p.search(clause) for p in excluded)
 
 
+def speaks_of_themselves(text: str) -> bool:
+    """Whether `text` names its speaker ("I", "my", "we", "us", ...)."""
+    return bool(_FIRST_PERSON.search(text))
+
+
 def states_a_change(text: str) -> bool:
     """Whether `text` says that something of its speaker's no longer holds as it did: a clause
     of one of its statements (not a question) is about the speaker, words a change, and is

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from lemminflect import getAllLemmas
 
+from memsvc.llm.changes import speaks_of_themselves
 from memsvc.pipeline.write.instructions import instruction_of
 
 # Words that end a value: clause breaks, time and manner adverbs.
@@ -36,7 +37,6 @@ _STOP = frozenset(
 )
 _NEGATIONS = frozenset({"not", "no", "never", "don't", "dont", "doesn't", "didn't", "isn't", "aren't", "won't"})
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_SPEAKER = re.compile(r"\b(?:i|i'm|i've|my|me|we|we're|our|us)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9][a-z0-9'+-]*")
 
 # Subjects: the user ("i"), someone of the user's ("my sister"), or a named person.
@@ -390,7 +390,7 @@ def extract_claims(text: str) -> list[Claim]:
     """Every claim the rules find in `text`, first-person and third-person alike."""
     claims: list[Claim] = []
     # A text in which the speaker speaks of themselves: its amounts by the period are theirs.
-    own = bool(_SPEAKER.search(text))
+    own = speaks_of_themselves(text)
     for sentence in _sentences(text):
         claims.extend(_sentence_claims(sentence, own))
     return list(dict.fromkeys(claims))
