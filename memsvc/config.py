@@ -205,6 +205,9 @@ class Settings(BaseSettings):
     # candidate (rank.recency_reference). A year: the newest of a user's chats stands out from
     # the years before it, while the months of one conversation stay near each other.
     recency_half_life_days: float = 365.0
+    # A query that names a time ("in June 2023", "on 7 July"): recency is nearness to it instead,
+    # halved this many days before or after it (rank.RankStage._recency).
+    named_time_half_life_days: float = Field(default=14.0, ge=0.0)
     usage_saturation: float = 10.0
     recall_candidates: int = 50
     # A question that names speakers of the user's chats: dense recall looks this many times

@@ -210,6 +210,14 @@ _COMING_WEEKDAY = re.compile(r"\b(?:on|this|coming)\s+(?P<wd>" + "|".join(WEEKDA
 _VAGUE = frozenset({"recently", "lately"})
 
 
+def named_time(text: str, reference: float) -> TimeWindow | None:
+    """The time a question names ("in June", "on 7 July", "the week before a date",
+    "yesterday"), relative to `reference`; None when it names none or only says "recently" or
+    "lately", which say no more than recency does."""
+    window = parse_time_window(text, reference)
+    return None if window is None or window.phrase.lower() in _VAGUE else window
+
+
 def _in_words(start: datetime, end: datetime) -> str:
     days = round((end - start) / _DAY)
     if days <= 1:

@@ -12,7 +12,7 @@ from typing import Any
 from memsvc.deadline import Deadline
 from memsvc.domain.models import MemoryKind, RankedMemory, RetentionStatus, Role, utc_from_s
 from memsvc.llm.client import Llm
-from memsvc.llm.dates import TimeWindow, parse_time_window
+from memsvc.llm.dates import TimeWindow, named_time
 from memsvc.llm.heuristics import declarative, split_query
 from memsvc.llm.needs import NEEDS, NeedReport, detect_needs
 from memsvc.llm.parse import MalformedReply, string_list, unit_float
@@ -20,7 +20,7 @@ from memsvc.llm.text import WEAK_WORDS, extract_keywords, normalise, salient_ter
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, stage_span
 from memsvc.pipeline.query.fusion import fuse_lists
 from memsvc.pipeline.query.pipeline import Gathered, QueryPipeline
-from memsvc.pipeline.query.rank import Ranking
+from memsvc.pipeline.query.rank import Ranking, recency_reference
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.retrieval.base import Evidence, distinct_queries, query_key, recent_block, recent_texts, search_all
 from memsvc.stores.lexical.analysis import Analyzer
@@ -136,7 +136,7 @@ def analyse_offline(query: str, recent: Sequence[str], now: float) -> Analysis:
     hints = []
     if kw.key_terms:
         hints.append(Hint(kw.query(4), tuple(kw.key_terms[:3])))
-    return Analysis(needs, tuple(subs[:3]), tuple(hints), parse_time_window(query, now), "heuristics")
+    return Analysis(needs, tuple(subs[:3]), tuple(hints), named_time(query, now), "heuristics")
 
 
 def lexical_levels(text: str, context_terms: Sequence[str]) -> list[str]:
@@ -195,8 +195,9 @@ class Applicability:
         self._pool = pool
         self._terms = TermMatcher()
 
-    async def analyse(self, request: QueryInput, report: QueryReport, deadline: Deadline) -> Analysis:
-        now = time.time()
+    async def analyse(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Analysis:
+        # A time the query names is read in the user's own time, as recency is (rank.py).
+        now = recency_reference(await self._pipeline.hydrate.newest(plan, deadline), time.time())
         offline = analyse_offline(request.query, recent_texts(request), now)
         with stage_span(self._pipeline.tracer, report, "need_detection"):
             got = await self._llm.ask(
@@ -228,7 +229,7 @@ class Applicability:
         return analysis
 
     async def gather(self, plan: QueryPlan, request: QueryInput, report: QueryReport, deadline: Deadline) -> Gathered:
-        analysis = await self.analyse(request, report, deadline)
+        analysis = await self.analyse(plan, request, report, deadline)
         kw = extract_keywords(request.query)
         context_terms = salient_terms(list(reversed(recent_texts(request)[-3:])), kw.terms, limit=3)
         levels = lexical_levels(plan.query, context_terms)
@@ -439,7 +440,8 @@ def offline_applicability(
         role = 1.0 if m.role is Role.ASSISTANT or m.kind is MemoryKind.RECOMMENDATION else 0.2
     else:
         role = 0.5
-    timing = 0.5 if analysis.window is None else (1.0 if analysis.window.contains(m.created_at) else 0.0)
+    # With a named time the rank stage's recency is nearness to it (RankStage._recency).
+    timing = 0.5 if analysis.window is None else r.breakdown.recency
     meaning = 0.10 + 0.45 * (1.0 - found)
     stated = substance(m.content)
     return 0.45 * found * overlap + meaning * semantic + 0.10 * context + 0.15 * role + 0.10 * timing + 0.10 * stated
@@ -505,10 +507,7 @@ def combine(
     if m.retention_status is not RetentionStatus.ACTIVE:
         penalty += 0.10
     if analysis.window is not None:
-        if analysis.window.contains(m.created_at):
-            boost += 0.05
-        else:
-            penalty += 0.05
+        boost += 0.10 * b.recency - 0.05
     score = (
         W_APPLICABILITY * applicability
         + W_RETRIEVAL * retrieval

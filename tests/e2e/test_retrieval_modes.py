@@ -243,6 +243,23 @@ def test_applicability_time_window_prefers_memories_from_that_month(server: Runn
     assert any("time window 2023-05-01..2023-06-01" in n for n in response.report.notes)
 
 
+@pytest.mark.parametrize("mode", [MODES.QUERY_MODE_DIRECT, MODES.QUERY_MODE_APPLICABILITY])
+def test_a_month_the_query_names_is_read_in_the_users_own_time(server: RunningServer, mode: int) -> None:
+    """The user last spoke in 2023: "in May" is May 2023, "in June" June 2023; what was said then
+    leads over the other worries, which match the question alike."""
+    may = 1_683_500_000  # 2023-05-07
+    add(
+        server,
+        "u1",
+        {"content": "I am worried about my sister's health", "create_time": ts(may - 60 * DAY_S)},
+        {"content": "I am worried about the roof leaking", "create_time": ts(may)},
+        {"content": "I am worried about my thesis defence", "create_time": ts(may + 40 * DAY_S)},
+    )
+    for month, worry in (("May", "the roof leaking"), ("June", "my thesis defence"), ("March", "my sister's health")):
+        response = query(server, "u1", f"What was I worried about in {month}?", mode=mode)
+        assert response.memories[0].memory.content == f"I am worried about {worry}"
+
+
 DESTRESS = "A long walk with the dog helps me de-stress"
 
 

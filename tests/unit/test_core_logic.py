@@ -27,6 +27,7 @@ from memsvc.domain.models import (
     metadata_matches,
 )
 from memsvc.errors import FailedPrecondition, InvalidArgument
+from memsvc.llm.dates import TimeWindow
 from memsvc.pipeline.paging import PageTokens
 from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.rank import RankStage, explain, recency_reference, unrepeated
@@ -179,6 +180,27 @@ def test_recency_counts_from_the_users_newest_memory_never_from_the_future() -> 
     # "Where did I live before I moved?" asks for the older: recency does not prefer the newest.
     before = stage.order(items, min_importance=0.0, now=1_000.0, about_the_past=True)
     assert [s.breakdown.recency for s in before.scored] == [1.0, 1.0]
+
+
+def test_a_time_the_query_names_makes_recency_nearness_to_it() -> None:
+    day = 86_400.0
+    stage = RankStage(RankWeights(), recency_half_life_days=365, usage_saturation=10, named_time_half_life_days=14)
+    june = TimeWindow(100 * day, 130 * day, "in June")
+    items = [
+        Hydrated(memory(created_at=300 * day)._replace(id="newest"), Candidate("newest", similarity=0.8)),
+        Hydrated(memory(created_at=115 * day)._replace(id="in june"), Candidate("in june", similarity=0.8)),
+        Hydrated(
+            memory(created_at=144 * day)._replace(id="two weeks after"), Candidate("two weeks after", similarity=0.8)
+        ),
+    ]
+    ordering = stage.order(items, min_importance=0.0, now=300 * day, named_time=june)
+    recency = {s.memory.id: s.breakdown.recency for s in ordering.scored}
+    assert recency["in june"] == 1.0
+    assert recency["two weeks after"] == pytest.approx(0.5)
+    assert recency["newest"] < 0.01
+    assert ordering.scored[0].memory.id == "in june"
+    # Without a named time the newest leads, as before.
+    assert stage.order(items, min_importance=0.0, now=300 * day).scored[0].memory.id == "newest"
 
 
 def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:

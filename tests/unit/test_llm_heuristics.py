@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memsvc.domain.models import embedding_text
-from memsvc.llm.dates import parse_time_window
+from memsvc.llm.dates import named_time, parse_time_window
 from memsvc.llm.heuristics import (
     declarative,
     is_trivial,
@@ -129,6 +129,13 @@ def test_date_phrases_become_windows(text: str, start: str, end: str) -> None:
 @pytest.mark.parametrize("text", ["May I ask you something?", "When did Caroline go to the support group?", "hello"])
 def test_no_date_phrase_no_window(text: str) -> None:
     assert parse_time_window(text, NOW) is None
+
+
+def test_a_named_time_is_read_against_the_reference_and_vague_words_name_none() -> None:
+    window = named_time("When did Melanie go camping in June?", NOW)
+    assert window is not None and day(str(window.start)) == "2026-06-01"
+    assert named_time("What did Melanie paint recently?", NOW) is None
+    assert named_time("What have I been reading lately?", NOW) is None
 
 
 @pytest.mark.parametrize(

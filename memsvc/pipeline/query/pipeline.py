@@ -12,6 +12,7 @@ from opentelemetry.trace import Tracer
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Principal, RankedMemory
 from memsvc.errors import Unavailable
+from memsvc.llm.dates import named_time
 from memsvc.llm.text import without_names
 from memsvc.pipeline.context import QueryInput, QueryMode, QueryPlan, QueryReport, child_span, stage_span
 from memsvc.pipeline.query.bookkeep import BookkeepStage
@@ -386,10 +387,13 @@ class QueryPipeline:
             )
             span.set_attribute("memsvc.candidates.hydrated", len(hydrated))
         since = recency_reference(newest, now)
+        # A time the query names ("in June", "the week before 16 November") is read in the
+        # user's own time, as recency is.
+        named = named_time(plan.query, since)
         with stage_span(self.tracer, report, "rank") as span:
             # Every candidate is ordered, so that what one result already says can give way below.
             ordering = self.rank.order(
-                hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past
+                hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past, named
             )
             if not settled(ordering.scored, hydrated, ordered, n, plan.limit, min_relevance):
                 # The filters or the relevance floor took too many of the first: rank them all.
@@ -397,7 +401,7 @@ class QueryPipeline:
                     hydrated += await self.hydrate.run(plan, ordered[n:], deadline, decrypt=decrypt_all)
                     rest.set_attribute("memsvc.candidates.hydrated", len(hydrated))
                 ordering = self.rank.order(
-                    hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past
+                    hydrated, plan.min_importance, since, plan.about_the_present, plan.about_the_past, named
                 )
             kept: list[Scored] = []  # the results still to open (without a rerank)
             reranked_all: list[RankedMemory] = []  # every candidate as a mode reordered them

@@ -17,6 +17,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from memsvc.config import RankWeights
 from memsvc.domain.models import Memory, MemoryKind, RankedMemory, ScoreBreakdown, StoredMemory
+from memsvc.llm.dates import TimeWindow
 from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.recall import Candidate
 from memsvc.pipeline.query.usage import UsageNorms, usage_signal
@@ -87,12 +88,14 @@ class RankStage:
         usage_saturation: float,
         usage_norms: UsageNorms | None = None,
         outdated_currency: float = OUTDATED_CURRENCY,
+        named_time_half_life_days: float = 14.0,
     ) -> None:
         self._weights = weights
         self._outdated_currency = outdated_currency
         w = weights
         self._total_weight = w.semantic + w.recency + w.importance + w.usage + w.quality + w.consistency + w.decay
         self._half_life_s = recency_half_life_days * _DAY_S
+        self._named_time_half_life_s = named_time_half_life_days * _DAY_S
         self._usage_saturation = usage_saturation
         self._usage_norms = usage_norms
 
@@ -103,13 +106,12 @@ class RankStage:
         best_fused: float = 0.0,
         about_the_present: bool = False,
         about_the_past: bool = False,
+        named_time: TimeWindow | None = None,
     ) -> ScoreBreakdown:
         m, c = item.memory, item.candidate
-        age_s = max(0.0, now - m.created_at)
         return ScoreBreakdown(
             semantic=_unit(c.similarity),
-            # A question about what held before a change asks for the older: the newest is no prior.
-            recency=0.5 ** (age_s / self._half_life_s) if self._half_life_s > 0 and not about_the_past else 1.0,
+            recency=self._recency(m.created_at, now, about_the_past, named_time),
             importance=_unit(m.importance),
             # Saturating: the first recalls say much more than the hundredth.
             # Normalised by the tenant's usage percentiles (maintenance job), else saturating.
@@ -131,6 +133,20 @@ class RankStage:
             # A summary gone stale quotes what a later statement replaced.
             currency=self._outdated_currency if (m.superseded_by or m.stale) and about_the_present else 1.0,
         )
+
+    def _recency(self, created_at: float, now: float, about_the_past: bool, named_time: TimeWindow | None) -> float:
+        """How near a memory lies to the time the query is about: the time it names, else the
+        user's present (`now`). A question that names a time ("in June 2023", "the week before
+        16 November") asks about what was said then, whatever came later; one about what held
+        before a change asks for the older, and the newest is no prior."""
+        if named_time is not None:
+            if self._named_time_half_life_s <= 0:
+                return 1.0
+            off_s = max(0.0, named_time.start - created_at, created_at - named_time.end)
+            return float(0.5 ** (off_s / self._named_time_half_life_s))
+        if about_the_past or self._half_life_s <= 0:
+            return 1.0
+        return float(0.5 ** (max(0.0, now - created_at) / self._half_life_s))
 
     def score(self, b: ScoreBreakdown) -> float:
         """relevance x (w_semantic + the weighted priors) / sum of weights x currency, in [0, 1].
@@ -170,6 +186,7 @@ class RankStage:
         now: float,
         about_the_present: bool = False,
         about_the_past: bool = False,
+        named_time: TimeWindow | None = None,
     ) -> Ordering:
         """Every item that passes the importance gate and states something, scored, best first.
 
@@ -178,14 +195,15 @@ class RankStage:
         it as context of the turn it answers. `about_the_present`: the query asks what holds
         now, so outdated memories give way; otherwise (what happened, what held before) they
         keep their full score, as history. `about_the_past`: it asks what held before a change,
-        so recency, which prefers the newest, is level.
+        so recency, which prefers the newest, is level. `named_time`: the time the query names;
+        recency then measures nearness to it.
         """
         kept = [i for i in items if i.memory.importance >= min_importance and not i.memory.acknowledgement]
         gated = sum(1 for i in items if i.memory.importance < min_importance)
         best_fused = max((i.candidate.fused for i in items), default=0.0)
         scored = []
         for item in kept:
-            b = self.breakdown(item, now, best_fused, about_the_present, about_the_past)
+            b = self.breakdown(item, now, best_fused, about_the_present, about_the_past, named_time)
             scored.append(Scored(item.memory, self.score(b), b))
         scored.sort(key=lambda s: (-s.score, -s.breakdown.semantic, s.memory.id))
         return Ordering(scored, gated)

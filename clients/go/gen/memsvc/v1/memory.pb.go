@@ -904,7 +904,9 @@ type ScoreBreakdown struct {
 	// Cosine similarity between the query and the memory, clamped to [0, 1].
 	Semantic float32 `protobuf:"fixed32,1,opt,name=semantic,proto3" json:"semantic,omitempty"`
 	// Freshness: 1 for the user's newest memory, halving with every recency half-life (a year by
-	// default) that the memory is older.
+	// default) that the memory is older. When the query names a time ("in June 2023", "on 7 July",
+	// read in the user's own time), nearness to it instead: 1 within it, halving every 14 days by
+	// default before or after it. 1 for every memory when the query asks what held before a change.
 	Recency float32 `protobuf:"fixed32,2,opt,name=recency,proto3" json:"recency,omitempty"`
 	// The memory's importance.
 	Importance float32 `protobuf:"fixed32,3,opt,name=importance,proto3" json:"importance,omitempty"`

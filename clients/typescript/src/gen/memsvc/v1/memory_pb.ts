@@ -405,7 +405,9 @@ export type ScoreBreakdown = Message<"memsvc.v1.ScoreBreakdown"> & {
 
   /**
    * Freshness: 1 for the user's newest memory, halving with every recency half-life (a year by
-   * default) that the memory is older.
+   * default) that the memory is older. When the query names a time ("in June 2023", "on 7 July",
+   * read in the user's own time), nearness to it instead: 1 within it, halving every 14 days by
+   * default before or after it. 1 for every memory when the query asks what held before a change.
    *
    * @generated from field: float recency = 2;
    */
