@@ -115,7 +115,15 @@ def _explicit(text: str) -> tuple[TimeWindow, re.Match[str]] | None:
 
 
 def parse_time_window(text: str, now: float) -> TimeWindow | None:
-    """The time window a text refers to, relative to `now` or to an explicit date; None if none."""
+    """The time window a text refers to, relative to `now` or to an explicit date; None if none.
+    "Since" a year or a month runs from its start to `now`."""
+    window = _time_window(text, now)
+    if window is not None and window.phrase.lower().startswith("since") and window.start < now:
+        return TimeWindow(window.start, max(window.end, now + _DAY.total_seconds()), window.phrase)
+    return window
+
+
+def _time_window(text: str, now: float) -> TimeWindow | None:
     today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     now_dt = datetime.fromtimestamp(now, UTC)
 

@@ -118,6 +118,8 @@ def test_pseudo_relevance_feedback_prefers_new_names() -> None:
         ("yesterday", "2026-11-21", "2026-11-22"),
         ("the past 2 weeks", "2026-11-08", "2026-11-23"),
         ("last Monday", "2026-11-16", "2026-11-17"),
+        ("where have I lived since 2019?", "2019-01-01", "2026-11-23"),
+        ("what changed since March?", "2026-03-01", "2026-11-23"),
     ],
 )
 def test_date_phrases_become_windows(text: str, start: str, end: str) -> None:
