@@ -214,6 +214,9 @@ class Settings(BaseSettings):
     # deeper and both channels put what involves them first (QueryPipeline._named_first); 1
     # turns it off.
     named_recall_depth_factor: int = Field(default=4, ge=1)
+    # ... and a candidate from a conversation none of them took part in keeps this share of its
+    # fused score (a long history of other people's chats about the same things); 1 turns it off.
+    named_elsewhere_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     # Each channel recalls more as a user's memories grow: the square root of their count when
     # that exceeds recall_candidates (recall.candidate_depth); False keeps recall_candidates.
     recall_depth_grows: bool = True

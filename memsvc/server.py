@@ -312,6 +312,7 @@ async def build_components(
         lexical_during_embedding=settings.embedding_provider != "local",
         named_depth_factor=settings.named_recall_depth_factor,
         depth_grows=settings.recall_depth_grows,
+        elsewhere_weight=settings.named_elsewhere_weight,
     )
     page_tokens = PageTokens(derivation.derive("page-token"))
     indexer = Indexer(store, index, embedder, lexical_writer)

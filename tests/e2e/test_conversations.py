@@ -635,6 +635,31 @@ def test_words_said_in_a_named_speakers_conversation_come_before_other_peoples_c
     assert (guessed.id in ranked[:3]) == (depth_factor > 1)
 
 
+OTHERS_ON_TRAVEL = [
+    ("Omar", "Rosa, which cities have you visited this year?"),
+    ("Rosa", "I visited Lisbon and Porto, both lovely cities to visit."),
+    ("Omar", "I have visited Berlin twice, my favourite of the cities I visited."),
+    ("Rosa", "Visiting new cities is the best part of my job."),
+]
+JON_TRAVELS = [
+    turn("Jon! How was your week?", "Gina", at=MAY_8_2023),
+    turn("Took a short trip to Rome to clear my head, the ruins were amazing.", "Jon", at=MAY_8_2023 + 60),
+    turn("Good for you, Jon. I'm stuck at the store all week.", "Gina", at=MAY_8_2023 + 120),
+]
+
+
+@pytest.mark.parametrize("elsewhere_weight", [1.0, 0.5], ids=["elsewhere-level", "elsewhere-counts-half"])
+def test_a_named_speakers_own_answer_comes_before_their_name_and_other_peoples_chats(
+    server_factory: ServerFactory, elsewhere_weight: float
+) -> None:
+    s = server_factory(named_elsewhere_weight=elsewhere_weight)
+    turns, ranked = asked_after_other_peoples_chats(s, OTHERS_ON_TRAVEL, JON_TRAVELS, "Which cities has Jon visited?")
+    # The names are neither embedded nor searched as words, so by either channel the other
+    # people's talk of cities they visited matches best; only Jon's own account answers, and it
+    # leads once the chats without him count for less. Gina saying his name answers nothing.
+    assert (ranked[:1] == [turns[1].id]) == (elsewhere_weight < 1)
+
+
 def test_a_user_who_last_spoke_a_year_ago_finds_what_they_said_last_first(server: RunningServer) -> None:
     year_ago = time.time() - 365 * DAY
     for n, back in enumerate((700, 350, 0)):

@@ -314,7 +314,9 @@ def test_terms_held_names_the_asked_terms_each_memory_holds(stores: Stores) -> N
     assert stores.run(stores.lexical.terms_held(ALICE, [a, b], [1, 2, 9])) == {a: frozenset({9}), b: frozenset({2})}
 
 
-def test_sessions_holding_names_the_memories_holding_a_term_and_those_of_their_sessions(stores: Stores) -> None:
+def test_sessions_holding_names_the_memories_holding_a_term_those_of_their_sessions_and_the_rest(
+    stores: Stores,
+) -> None:
     said = stores.add(ALICE, {1: 1, 5: 1}, session="chat")  # holds the name's term
     other_side = stores.add(ALICE, {5: 1}, session="chat")  # the other side of that chat
     elsewhere = stores.add(ALICE, {5: 1}, session="another")
@@ -322,16 +324,17 @@ def test_sessions_holding_names_the_memories_holding_a_term_and_those_of_their_s
     unsessioned = stores.add(ALICE, {5: 1})
     theirs = stores.add(BOB, {1: 1}, session="chat")
     asked = [said, other_side, elsewhere, loose, unsessioned, theirs]
-    named, conversation = stores.run(stores.lexical.sessions_holding(ALICE, asked, [1, 9]))
+    named, conversation, without = stores.run(stores.lexical.sessions_holding(ALICE, asked, [1, 9]))
     assert named == frozenset({said, loose})
     assert conversation == frozenset({said, other_side, loose})
-    # Only among the asked memories: a session's holder that is not asked does not count.
-    assert stores.run(stores.lexical.sessions_holding(ALICE, [other_side, elsewhere], [1])) == (
-        frozenset(),
-        frozenset(),
-    )
-    assert stores.run(stores.lexical.sessions_holding(ALICE, [], [1])) == (frozenset(), frozenset())
-    assert stores.run(stores.lexical.sessions_holding(ALICE, [said], [])) == (frozenset(), frozenset())
+    # Of a session none of the holders is of; a memory of no session is of no conversation.
+    assert without == frozenset({elsewhere})
+    # Only among the asked memories: a session's holder that is not asked does not count, and
+    # with no holder asked nothing is known of any conversation.
+    empty: tuple[frozenset[str], ...] = (frozenset(), frozenset(), frozenset())
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [other_side, elsewhere], [1])) == empty
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [], [1])) == empty
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [said], [])) == empty
 
 
 def test_terms_present_names_the_asked_terms_any_memory_of_the_namespace_holds(stores: Stores) -> None:
@@ -410,6 +413,31 @@ def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_
     # The coverage is over both terms either way: the reed memory holds all of the query.
     assert dict((m, c) for m, _, c in split)[ids[1]] == pytest.approx(1.0)
     assert dict((m, c) for m, _, c in split)[ids[2]] == pytest.approx(dict((m, c) for m, _, c in scanned)[ids[2]])
+
+
+def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_found(stores: Stores) -> None:
+    """A speaker's name that few memories hold (a long history of other people's chats): a
+    memory that only says it is no hit, one that says it beside the question's other words
+    outranks one that says those words alone. In a small store, where no term is common."""
+    from memsvc.deadline import Deadline
+    from memsvc.pipeline.query.lexical import LexicalRecall
+
+    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
+    texts = ["good for you jon", "jon visited rome", "rosa visited lisbon and porto", "omar visited berlin twice"]
+    ids = [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
+
+    class Plan:
+        namespace = ALICE
+        limit = 10
+        memory_filter = MemoryFilter()
+
+    recall = LexicalRecall(hasher, stores.lexical, 30)
+    question = "which cities has jon visited"
+    searched = stores.run(recall.run(Plan(), question, Deadline.after(10)))  # type: ignore[arg-type]
+    weighed = stores.run(recall.run(Plan(), question, Deadline.after(10), weighed_only=["Jon"]))  # type: ignore[arg-type]
+    assert ids[0] in {c.memory_id for c in searched}  # found by the name alone
+    assert weighed[0].memory_id == ids[1]
+    assert {c.memory_id for c in weighed} == set(ids[1:])
 
 
 def _document_frequencies(stores: Stores, ns: Namespace) -> dict[int, tuple[int, int]]:

@@ -28,11 +28,13 @@ def lucene_idf(docs: int, df: int) -> float:
 
 
 class Involvement(NamedTuple):
-    """Of some memories, those that involve a named person (`named`: said by, to or about them)
-    and those from a conversation with them (`conversation`, which holds `named`)."""
+    """Of some memories, those that involve a named person (`named`: said by, to or about them),
+    those from a conversation with them (`conversation`, which holds `named`), and those from a
+    conversation without them (`elsewhere`: a session none of the memories involving them is of)."""
 
     named: frozenset[str]
     conversation: frozenset[str]
+    elsewhere: frozenset[str]
 
 
 class LexicalRecall:
@@ -50,13 +52,20 @@ class LexicalRecall:
         self._candidates = candidates
         self._common_terms_from = common_terms_from
 
-    async def run(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None = None) -> list[Candidate]:
-        """Candidates with their BM25 score scaled to [0, 1] by the best hit, and their rank."""
-        bag = self._hasher.bag(plan.namespace.tenant, text)
+    async def run(
+        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None = None, weighed_only: Sequence[str] = ()
+    ) -> list[Candidate]:
+        """Candidates with their BM25 score scaled to [0, 1] by the best hit, and their rank.
+
+        `weighed_only`: words of `text` (names) that find nothing by themselves, only add their
+        weight to what its other words find, as common terms do (`_split`)."""
+        tenant = plan.namespace.tenant
+        bag = self._hasher.bag(tenant, text)
         if not bag.counts:
             return []  # only stopwords or punctuation: nothing to match lexically
         k = k or candidate_depth(self._candidates, plan.limit)
-        scanned, common, scanned_weight = await self._split(plan, bag.counts, deadline)
+        unscanned = {t for word in weighed_only for t in self._hasher.bag(tenant, word).counts}
+        scanned, common, scanned_weight = await self._split(plan, bag.counts, deadline, unscanned)
         hits = await deadline.run(
             self._index.search(plan.namespace, scanned, k, plan.memory_filter),
             "the lexical index",
@@ -71,18 +80,18 @@ class LexicalRecall:
         ]
 
     async def _split(
-        self, plan: QueryPlan, counts: dict[int, int], deadline: Deadline
+        self, plan: QueryPlan, counts: dict[int, int], deadline: Deadline, unscanned: set[int]
     ) -> tuple[dict[int, int], dict[int, float], float]:
-        """The query terms to scan (with their counts), the common ones left out with their
-        weight (IDF times count), and the scanned terms' whole weight."""
+        """The query terms to scan (with their counts), the common ones and `unscanned` left out
+        with their weight (IDF times count), and the scanned terms' whole weight."""
         if len(counts) < 2:
             return counts, {}, 0.0
         docs, frequencies = await deadline.run(
             self._index.document_frequencies(plan.namespace, list(counts)), "the lexical index"
         )
-        if docs < self._common_terms_from:
-            return counts, {}, 0.0
-        common = {t for t in counts if frequencies.get(t, 0) > COMMON_SHARE * docs}
+        common = unscanned & counts.keys()
+        if docs >= self._common_terms_from:
+            common |= {t for t in counts if frequencies.get(t, 0) > COMMON_SHARE * docs}
         if not common or len(common) == len(counts):
             return counts, {}, 0.0
         weight = {t: qtf * lucene_idf(docs, frequencies.get(t, 0)) for t, qtf in counts.items()}
@@ -134,9 +143,9 @@ class LexicalRecall:
         self, plan: QueryPlan, memory_ids: Sequence[str], names: Sequence[str], deadline: Deadline
     ) -> Involvement:
         """Which of `memory_ids` involve one of `names`: whose postings hold a speaker's marker
-        (said by them) or the name's own word (said to or about them), and which are from a
-        conversation with them (a session in which one of `memory_ids` does); one read,
-        nothing decrypted."""
+        (said by them) or the name's own word (said to or about them), which are from a
+        conversation with them (a session in which one of `memory_ids` does) and which from one
+        without them; one read, nothing decrypted."""
         tenant = plan.namespace.tenant
         wanted = [
             term_id
@@ -147,11 +156,11 @@ class LexicalRecall:
             )
         ]
         if not wanted or not memory_ids:
-            return Involvement(frozenset(), frozenset())
-        named, conversation = await deadline.run(
+            return Involvement(frozenset(), frozenset(), frozenset())
+        named, conversation, elsewhere = await deadline.run(
             self._index.sessions_holding(plan.namespace, memory_ids, wanted), "the lexical index"
         )
-        return Involvement(named, conversation)
+        return Involvement(named, conversation, elsewhere)
 
     async def terms_held(
         self, plan: QueryPlan, memory_ids: Sequence[str], terms: Sequence[str], deadline: Deadline

@@ -86,6 +86,7 @@ class QueryPipeline:
         lexical_during_embedding: bool = True,
         named_depth_factor: int = 4,
         depth_grows: bool = True,
+        elsewhere_weight: float = 0.5,
     ) -> None:
         """`lexical_during_embedding`: start the lexical search while the query is embedded. Right
         when embedding waits on a remote endpoint; wrong when a local model already keeps every
@@ -108,6 +109,9 @@ class QueryPipeline:
         self.named_depth_factor = named_depth_factor
         # Whether the channels' depth grows with the namespace's size (`_depth`).
         self.depth_grows = depth_grows
+        # The share of its fused score a memory keeps when it is from a conversation that none
+        # of the speakers a question names took part in (`_named_first`).
+        self.elsewhere_weight = elsewhere_weight
 
     def plan(
         self, principal: Principal, request: QueryInput, report: QueryReport, default_limit: int | None = None
@@ -174,9 +178,11 @@ class QueryPipeline:
         Retrieval modes call this once per generated query, then `finish` on the merged list;
         `dense=False` searches the words alone (a mode's keyword queries), neither embedded nor
         searched by meaning, where the lexical channel exists. The names of the namespace's
-        speakers are searched by their words only (`meaning_of`): `speakers`, the text's names
-        that are speakers', when the caller looked them up already (`speakers_in`; empty: embed
-        every name), else looked up here; both channels put what involves them first (`_named_first`).
+        speakers are not embedded (`meaning_of`) and find nothing by their words alone:
+        `speakers`, the text's names that are speakers', when the caller looked them up already
+        (`speakers_in`; empty: search every name), else looked up here; both channels put what
+        involves them first, and what comes from other people's conversations counts for less
+        (`_named_first`).
         """
         if not dense and self.lexical is not None:
             return await self._words_only(plan, text, report, deadline, k or await self._depth(plan, deadline))
@@ -184,12 +190,16 @@ class QueryPipeline:
         depth = asyncio.ensure_future(self._depth(plan, deadline)) if k is None else None
         lexical: asyncio.Future[list[Candidate]] | None = None
         try:
+            if speakers is None:
+                speakers = (await self.speakers_in(plan, [text], deadline))[0]
+            named = bool(speakers) and self.lexical is not None and self.named_depth_factor > 1
+            # Who is named is matched by involvement (`_named_first`): their names only weigh what
+            # the question's other words find (LexicalRecall.run).
+            weighed_only = speakers if named else ()
             if self.lexical is not None and self.lexical_during_embedding:
                 if depth is not None:
                     k = await depth
-                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
-            if speakers is None:
-                speakers = (await self.speakers_in(plan, [text], deadline))[0]
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
             meaning = self.meaning_of(text, speakers, report)
             with stage_span(self.tracer, report, "embed") as span:
                 qv = await self.embed.run(meaning, deadline)
@@ -199,10 +209,9 @@ class QueryPipeline:
             if depth is not None:
                 k = await depth  # done by now, unless the lookup is slower than the embedding
             if self.lexical is not None and lexical is None:
-                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k))
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
             with stage_span(self.tracer, report, "recall") as span:
                 depth_k = k or self.recall.depth(plan)
-                named = bool(speakers) and self.lexical is not None and self.named_depth_factor > 1
                 dense_call = self.recall.run(
                     plan, qv.vector, deadline, depth_k * (self.named_depth_factor if named else 1)
                 )
@@ -210,11 +219,14 @@ class QueryPipeline:
                     candidates = (await dense_call)[:depth_k]
                 else:
                     dense_hits, lexical_hits = await asyncio.gather(dense_call, lexical, return_exceptions=True)
+                    elsewhere: frozenset[str] = frozenset()
                     if named:
-                        dense_hits, lexical_hits = await self._named_first(
+                        dense_hits, lexical_hits, elsewhere = await self._named_first(
                             plan, dense_hits, lexical_hits, speakers, depth_k, deadline
                         )
                     candidates = self._fuse(dense_hits, lexical_hits, report)
+                    if elsewhere:
+                        candidates = _discounted(candidates, elsewhere, self.elsewhere_weight)
                     span.set_attribute("memsvc.candidates.dense", sum(1 for c in candidates if c.dense_rank))
                     span.set_attribute("memsvc.candidates.lexical", sum(1 for c in candidates if c.lexical_rank))
                 report.searches += 1
@@ -244,18 +256,19 @@ class QueryPipeline:
         speakers: Sequence[str],
         depth: int,
         deadline: Deadline,
-    ) -> tuple[list[Candidate] | BaseException, list[Candidate] | BaseException]:
-        """Both channels' lists for a question that names speakers, what involves them first.
+    ) -> tuple[list[Candidate] | BaseException, list[Candidate] | BaseException, frozenset[str]]:
+        """Both channels' lists for a question that names speakers, what involves them first,
+        and the ids of the candidates from conversations that none of them took part in.
 
-        The names are left out of what is embedded (`meaning_of`), so by meaning alone another
-        person's chat about books ranks level with the named person's: among a deeper dense
-        list, what involves a named speaker (said by, to or about them) comes first, then the
-        rest of their conversations, then everything else, each group in its order. The
-        lexical channel matches the name itself, but also finds another person's chat by the
-        question's other words: in its list, what comes from a conversation with a named
-        speaker comes first. Where every memory is from a chat with them (two people's only
+        The names are left out of what is embedded (`meaning_of`) and find nothing by their
+        words alone, so by either channel another person's chat about books ranks level with
+        the named person's: among a deeper dense list, what involves a named speaker (said by,
+        to or about them) comes first, then the rest of their conversations, then everything
+        else, each group in its order; in the lexical list, what comes from a conversation with
+        a named speaker comes first. Where every memory is from a chat with them (two people's only
         conversation) only the dense list's first group moves; in a long history of other
-        chats theirs come first in both."""
+        chats theirs come first in both, and the rest counts for less once fused (`search`).
+        A conversation is known as theirs by a candidate of it that involves them."""
         assert self.lexical is not None
         found = [hits for hits in (dense, lexical) if not isinstance(hits, BaseException)]
         ids = list(dict.fromkeys(c.memory_id for hits in found for c in hits))
@@ -269,7 +282,7 @@ class QueryPipeline:
         if not isinstance(lexical, BaseException) and involved is not None:
             kept = _first(lexical, involved.conversation)
             lexical = [c._replace(lexical_rank=i) for i, c in enumerate(kept, start=1)]
-        return dense, lexical
+        return dense, lexical, frozenset() if involved is None else involved.elsewhere
 
     async def speakers_in(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
         """For each of `texts`, its names that the namespace's speakers go by, in one lookup of
@@ -287,9 +300,9 @@ class QueryPipeline:
 
         A speaker's own turns never carry their name, while the other side's turns address them
         by it ("Thanks, Melanie!"), so a name in a short question pulls its embedding towards what
-        was said *to* that person rather than what they said. The lexical channel still matches
-        the name (a turn's lexical text holds its speaker). LoCoMo dev, DIRECT R@7 0.657 -> 0.716,
-        multi-hop 0.359 -> 0.399 (docs/retrieval.md).
+        was said *to* that person rather than what they said. Who is named is matched by who
+        took part instead (`_named_first`). LoCoMo dev, DIRECT R@7 0.657 -> 0.716, multi-hop
+        0.359 -> 0.399 (docs/retrieval.md).
         """
         meaning = without_names(text, speakers)
         if meaning != text:
@@ -314,10 +327,12 @@ class QueryPipeline:
             span.set_attribute("memsvc.candidates.recalled", len(candidates))
         return candidates
 
-    async def _lexical(self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None) -> list[Candidate]:
+    async def _lexical(
+        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None, weighed_only: Sequence[str] = ()
+    ) -> list[Candidate]:
         assert self.lexical is not None
         with child_span(self.tracer, "memsvc.recall.lexical") as span:
-            hits = await self.lexical.run(plan, text, deadline, k)
+            hits = await self.lexical.run(plan, text, deadline, k, weighed_only)
             span.set_attribute("memsvc.candidates.lexical", len(hits))
             return hits
 
@@ -518,6 +533,13 @@ class QueryPipeline:
                 plan, ranked, now, None, cached.explanation, cached.candidates_recalled, cached.dropped_by_importance
             )
         return QueryOutcome(plan, ranked, cached.explanation, replace(report))
+
+
+def _discounted(candidates: list[Candidate], ids: frozenset[str], weight: float) -> list[Candidate]:
+    """`candidates` (best fused first) with the fused score of `ids` times `weight`, reordered."""
+    if weight >= 1.0:
+        return candidates
+    return sorted((c.with_fused(c.fused * weight) if c.memory_id in ids else c for c in candidates), key=_by_fused)
 
 
 def _first(hits: list[Candidate], involved: frozenset[str]) -> list[Candidate]:

@@ -67,9 +67,10 @@ class LexicalIndex(Protocol):
 
     async def sessions_holding(
         self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
-    ) -> tuple[frozenset[str], frozenset[str]]:
-        """Of `memory_ids`, those whose postings hold one of `terms`, and those of a session
-        (`session_id`) in which one of `memory_ids` does (the first among them); one read."""
+    ) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        """Of `memory_ids`: those whose postings hold one of `terms`; those of a session
+        (`session_id`) in which one of `memory_ids` does (the first among them); and those of
+        a session in which none of `memory_ids` does (none when none holds a term). One read."""
         ...
 
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:

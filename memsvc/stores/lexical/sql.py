@@ -271,9 +271,9 @@ class SqlLexicalIndex:
 
     async def sessions_holding(
         self, namespace: Namespace, memory_ids: Sequence[str], terms: Sequence[int]
-    ) -> tuple[frozenset[str], frozenset[str]]:
+    ) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
         if not memory_ids or not terms:
-            return frozenset(), frozenset()
+            return frozenset(), frozenset(), frozenset()
         ids = list(dict.fromkeys(memory_ids))
         in_ids, id_values = self._sql.in_list("memory_id", ids)
         in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
@@ -282,13 +282,14 @@ class SqlLexicalIndex:
         # By id, as the rows are fetched (`fetch_memories_statement`): a few hundred key probes.
         sessions = f"SELECT id, session_id FROM memories WHERE {self._sql.unindexed('ns')} = %s AND {in_rows}"
 
-        def read() -> Program[tuple[frozenset[str], frozenset[str]]]:
+        def read() -> Program[tuple[frozenset[str], frozenset[str], frozenset[str]]]:
             held = frozenset(str(r[0]) for r in (yield q(holding, (namespace.digest, *term_values, *id_values))).rows)
             if not held:
-                return held, held
+                return held, held, held
             session_of = {str(r[0]): str(r[1]) for r in (yield q(sessions, (namespace.digest, *row_values))).rows}
             involved = {session_of[m] for m in held if session_of.get(m)}
-            return held, held | {m for m, s in session_of.items() if s and s in involved}
+            elsewhere = frozenset(m for m, s in session_of.items() if s and s not in involved and m not in held)
+            return held, held | {m for m, s in session_of.items() if s and s in involved}, elsewhere
 
         return await self._db.transact(read(), write=False, short=True)
 
