@@ -652,7 +652,11 @@ JON_TRAVELS = [
 def test_a_named_speakers_own_answer_comes_before_their_name_and_other_peoples_chats(
     server_factory: ServerFactory, elsewhere_weight: float
 ) -> None:
-    s = server_factory(named_elsewhere_weight=elsewhere_weight)
+    # A history long enough that common terms are weighed, not scanned (here from 10 memories),
+    # in which the question's other words are not common.
+    s = server_factory(named_elsewhere_weight=elsewhere_weight, lexical_common_terms_from=10)
+    for n in range(8):
+        add_conversation(s, "long", f"chatter-{n}", chatter(MAY_8_2023 - (30 + n) * DAY))
     turns, ranked = asked_after_other_peoples_chats(s, OTHERS_ON_TRAVEL, JON_TRAVELS, "Which cities has Jon visited?")
     # The names are neither embedded nor searched as words, so by either channel the other
     # people's talk of cities they visited matches best; only Jon's own account answers, and it

@@ -416,14 +416,21 @@ def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_
 
 
 def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_found(stores: Stores) -> None:
-    """A speaker's name that few memories hold (a long history of other people's chats): a
-    memory that only says it is no hit, one that says it beside the question's other words
-    outranks one that says those words alone. In a small store, where no term is common."""
+    """A speaker's name that few memories hold (a long history of other people's chats): where
+    common terms are left out of the scan, a memory that only says it is no hit, and one that
+    says it beside the question's other words outranks one that says those words alone. In a
+    small namespace every term is scanned, the name too."""
     from memsvc.deadline import Deadline
     from memsvc.pipeline.query.lexical import LexicalRecall
 
     hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
-    texts = ["good for you jon", "jon visited rome", "rosa visited lisbon and porto", "omar visited berlin twice"]
+    texts = [
+        "good for you jon",
+        "jon visited rome",
+        "rosa visited lisbon and porto",
+        "omar visited berlin twice",
+        *[f"a grocery list number {i}" for i in range(20)],
+    ]
     ids = [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
 
     class Plan:
@@ -431,13 +438,17 @@ def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_
         limit = 10
         memory_filter = MemoryFilter()
 
-    recall = LexicalRecall(hasher, stores.lexical, 30)
-    question = "which cities has jon visited"
-    searched = stores.run(recall.run(Plan(), question, Deadline.after(10)))  # type: ignore[arg-type]
-    weighed = stores.run(recall.run(Plan(), question, Deadline.after(10), weighed_only=["Jon"]))  # type: ignore[arg-type]
-    assert ids[0] in {c.memory_id for c in searched}  # found by the name alone
-    assert weighed[0].memory_id == ids[1]
-    assert {c.memory_id for c in weighed} == set(ids[1:])
+    def found(common_terms_from: int, weighed_only: list[str]) -> list[str]:
+        recall = LexicalRecall(hasher, stores.lexical, 30, common_terms_from=common_terms_from)
+        question = "which cities has jon visited"
+        hits = stores.run(recall.run(Plan(), question, Deadline.after(10), weighed_only=weighed_only))  # type: ignore[arg-type]
+        return [c.memory_id for c in hits]
+
+    assert ids[0] in found(common_terms_from=10, weighed_only=[])  # found by the name alone
+    assert ids[0] in found(common_terms_from=1_000, weighed_only=["Jon"])  # a small namespace
+    weighed = found(common_terms_from=10, weighed_only=["Jon"])
+    assert weighed[0] == ids[1]
+    assert set(weighed) == set(ids[1:4])
 
 
 def _document_frequencies(stores: Stores, ns: Namespace) -> dict[int, tuple[int, int]]:

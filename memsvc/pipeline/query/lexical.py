@@ -57,8 +57,9 @@ class LexicalRecall:
     ) -> list[Candidate]:
         """Candidates with their BM25 score scaled to [0, 1] by the best hit, and their rank.
 
-        `weighed_only`: words of `text` (names) that find nothing by themselves, only add their
-        weight to what its other words find, as common terms do (`_split`)."""
+        `weighed_only`: words of `text` (names) that, in a namespace where common terms are
+        left out of the scan, find nothing by themselves either: they only add their weight to
+        what its other words find (`_split`)."""
         tenant = plan.namespace.tenant
         bag = self._hasher.bag(tenant, text)
         if not bag.counts:
@@ -83,15 +84,16 @@ class LexicalRecall:
         self, plan: QueryPlan, counts: dict[int, int], deadline: Deadline, unscanned: set[int]
     ) -> tuple[dict[int, int], dict[int, float], float]:
         """The query terms to scan (with their counts), the common ones and `unscanned` left out
-        with their weight (IDF times count), and the scanned terms' whole weight."""
+        with their weight (IDF times count), and the scanned terms' whole weight. In a small
+        namespace every term is scanned."""
         if len(counts) < 2:
             return counts, {}, 0.0
         docs, frequencies = await deadline.run(
             self._index.document_frequencies(plan.namespace, list(counts)), "the lexical index"
         )
-        common = unscanned & counts.keys()
-        if docs >= self._common_terms_from:
-            common |= {t for t in counts if frequencies.get(t, 0) > COMMON_SHARE * docs}
+        if docs < self._common_terms_from:
+            return counts, {}, 0.0
+        common = unscanned & counts.keys() | {t for t in counts if frequencies.get(t, 0) > COMMON_SHARE * docs}
         if not common or len(common) == len(counts):
             return counts, {}, 0.0
         weight = {t: qtf * lucene_idf(docs, frequencies.get(t, 0)) for t, qtf in counts.items()}

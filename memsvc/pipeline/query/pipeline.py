@@ -178,11 +178,11 @@ class QueryPipeline:
         Retrieval modes call this once per generated query, then `finish` on the merged list;
         `dense=False` searches the words alone (a mode's keyword queries), neither embedded nor
         searched by meaning, where the lexical channel exists. The names of the namespace's
-        speakers are not embedded (`meaning_of`) and find nothing by their words alone:
-        `speakers`, the text's names that are speakers', when the caller looked them up already
-        (`speakers_in`; empty: search every name), else looked up here; both channels put what
-        involves them first, and what comes from other people's conversations counts for less
-        (`_named_first`).
+        speakers are not embedded (`meaning_of`) and, in a long history, find nothing by their
+        words alone: `speakers`, the text's names that are speakers', when the caller looked
+        them up already (`speakers_in`; empty: search every name), else looked up here; both
+        channels put what involves them first, and what comes from other people's
+        conversations counts for less (`_named_first`).
         """
         if not dense and self.lexical is not None:
             return await self._words_only(plan, text, report, deadline, k or await self._depth(plan, deadline))
@@ -193,8 +193,8 @@ class QueryPipeline:
             if speakers is None:
                 speakers = (await self.speakers_in(plan, [text], deadline))[0]
             named = bool(speakers) and self.lexical is not None and self.named_depth_factor > 1
-            # Who is named is matched by involvement (`_named_first`): their names only weigh what
-            # the question's other words find (LexicalRecall.run).
+            # Who is named is matched by involvement (`_named_first`): in a long history their names
+            # only weigh what the question's other words find (LexicalRecall.run).
             weighed_only = speakers if named else ()
             if self.lexical is not None and self.lexical_during_embedding:
                 if depth is not None:
@@ -260,9 +260,9 @@ class QueryPipeline:
         """Both channels' lists for a question that names speakers, what involves them first,
         and the ids of the candidates from conversations that none of them took part in.
 
-        The names are left out of what is embedded (`meaning_of`) and find nothing by their
-        words alone, so by either channel another person's chat about books ranks level with
-        the named person's: among a deeper dense list, what involves a named speaker (said by,
+        The names are left out of what is embedded (`meaning_of`) and, in a long history, find
+        nothing by their words alone, so by either channel another person's chat about books
+        ranks level with the named person's: among a deeper dense list, what involves a named speaker (said by,
         to or about them) comes first, then the rest of their conversations, then everything
         else, each group in its order; in the lexical list, what comes from a conversation with
         a named speaker comes first. Where every memory is from a chat with them (two people's only
