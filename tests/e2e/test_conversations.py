@@ -658,9 +658,10 @@ def test_a_named_speakers_own_answer_comes_before_their_name_and_other_peoples_c
     for n in range(8):
         add_conversation(s, "long", f"chatter-{n}", chatter(MAY_8_2023 - (30 + n) * DAY))
     turns, ranked = asked_after_other_peoples_chats(s, OTHERS_ON_TRAVEL, JON_TRAVELS, "Which cities has Jon visited?")
-    # The names are neither embedded nor searched as words, so by either channel the other
-    # people's talk of cities they visited matches best; only Jon's own account answers, and it
-    # leads once the chats without him count for less. Gina saying his name answers nothing.
+    # The name is not embedded and, in a history this long, finds nothing as a word, so by
+    # either channel the other people's talk of cities they visited matches best; only Jon's own
+    # account answers, and it leads once the chats without him count for less. Gina saying his
+    # name answers nothing.
     assert (ranked[:1] == [turns[1].id]) == (elsewhere_weight < 1)
 
 

@@ -262,13 +262,14 @@ class QueryPipeline:
 
         The names are left out of what is embedded (`meaning_of`) and, in a long history, find
         nothing by their words alone, so by either channel another person's chat about books
-        ranks level with the named person's: among a deeper dense list, what involves a named speaker (said by,
-        to or about them) comes first, then the rest of their conversations, then everything
-        else, each group in its order; in the lexical list, what comes from a conversation with
-        a named speaker comes first. Where every memory is from a chat with them (two people's only
-        conversation) only the dense list's first group moves; in a long history of other
-        chats theirs come first in both, and the rest counts for less once fused (`search`).
-        A conversation is known as theirs by a candidate of it that involves them."""
+        ranks level with the named person's: among a deeper dense list, what involves a named
+        speaker (said by, to or about them) comes first, then the rest of their conversations,
+        then everything else, each group in its order; in the lexical list, what comes from a
+        conversation with a named speaker comes first. Where every memory is from a chat with
+        them (two people's only conversation) only the dense list's first group moves; in a long
+        history of other chats theirs come first in both, and the rest counts for less once
+        fused (`search`). A conversation is known as theirs by a candidate of it that involves
+        them."""
         assert self.lexical is not None
         found = [hits for hits in (dense, lexical) if not isinstance(hits, BaseException)]
         ids = list(dict.fromkeys(c.memory_id for hits in found for c in hits))
