@@ -378,6 +378,20 @@ def test_document_frequencies_count_the_namespaces_memories_holding_each_term(st
     )
 
 
+class _Plan:
+    """What LexicalRecall reads of a query plan."""
+
+    namespace = ALICE
+    limit = 10
+    memory_filter = MemoryFilter()
+
+
+def _indexed(stores: Stores, texts: list[str]) -> tuple[TermHasher, list[str]]:
+    """`texts` posted as Alice's memories under a test key: the hasher and their ids."""
+    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
+    return hasher, [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
+
+
 def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_found(stores: Stores) -> None:
     """A user's own name in most of a long history: left out of the scan, it still tells apart
     the memories the question's other words found, and a memory with nothing but the name is no
@@ -385,23 +399,19 @@ def test_a_term_most_memories_hold_only_adds_its_weight_to_what_the_other_terms_
     from memsvc.deadline import Deadline
     from memsvc.pipeline.query.lexical import LexicalRecall
 
-    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
-    texts = [
-        "melanie plays the bassoon",
-        "melanie bought a new bassoon reed",
-        "the orchestra needs a bassoon",
-        *[f"melanie went for a walk number {i}" for i in range(20)],
-    ]
-    ids = [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
-
-    class Plan:
-        namespace = ALICE
-        limit = 10
-        memory_filter = MemoryFilter()
+    hasher, ids = _indexed(
+        stores,
+        [
+            "melanie plays the bassoon",
+            "melanie bought a new bassoon reed",
+            "the orchestra needs a bassoon",
+            *[f"melanie went for a walk number {i}" for i in range(20)],
+        ],
+    )
 
     def hits(common_terms_from: int) -> list[tuple[str, float, float]]:
         recall = LexicalRecall(hasher, stores.lexical, 30, common_terms_from=common_terms_from)
-        found = stores.run(recall.run(Plan(), "melanie bassoon", Deadline.after(10)))  # type: ignore[arg-type]
+        found = stores.run(recall.run(_Plan(), "melanie bassoon", Deadline.after(10)))  # type: ignore[arg-type]
         return [(c.memory_id, c.lexical_score, c.term_coverage) for c in found]
 
     scanned = hits(common_terms_from=1_000)  # a small store: every term is scanned
@@ -423,25 +433,21 @@ def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_
     from memsvc.deadline import Deadline
     from memsvc.pipeline.query.lexical import LexicalRecall
 
-    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
-    texts = [
-        "good for you jon",
-        "jon visited rome",
-        "rosa visited lisbon and porto",
-        "omar visited berlin twice",
-        *[f"a grocery list number {i}" for i in range(20)],
-    ]
-    ids = [stores.add(ALICE, hasher.bag(ALICE.tenant, t).counts) for t in texts]
-
-    class Plan:
-        namespace = ALICE
-        limit = 10
-        memory_filter = MemoryFilter()
+    hasher, ids = _indexed(
+        stores,
+        [
+            "good for you jon",
+            "jon visited rome",
+            "rosa visited lisbon and porto",
+            "omar visited berlin twice",
+            *[f"a grocery list number {i}" for i in range(20)],
+        ],
+    )
 
     def found(common_terms_from: int, weighed_only: list[str]) -> list[str]:
         recall = LexicalRecall(hasher, stores.lexical, 30, common_terms_from=common_terms_from)
         question = "which cities has jon visited"
-        hits = stores.run(recall.run(Plan(), question, Deadline.after(10), weighed_only=weighed_only))  # type: ignore[arg-type]
+        hits = stores.run(recall.run(_Plan(), question, Deadline.after(10), weighed_only=weighed_only))  # type: ignore[arg-type]
         return [c.memory_id for c in hits]
 
     assert ids[0] in found(common_terms_from=10, weighed_only=[])  # found by the name alone
