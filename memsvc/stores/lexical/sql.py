@@ -288,7 +288,7 @@ class SqlLexicalIndex:
                 return held, held, held
             session_of = {str(r[0]): str(r[1]) for r in (yield q(sessions, (namespace.digest, *row_values))).rows}
             involved = {session_of[m] for m in held if session_of.get(m)}
-            elsewhere = frozenset(m for m, s in session_of.items() if s and s not in involved and m not in held)
+            elsewhere = frozenset(m for m, s in session_of.items() if s and s not in involved)
             return held, held | {m for m, s in session_of.items() if s and s in involved}, elsewhere
 
         return await self._db.transact(read(), write=False, short=True)
