@@ -165,8 +165,8 @@ class GrowingUser:
         ask = query_with(self._client)
         scores = Scores()
         for text, evidence in self.probe_questions(limit):
-            ids, _, tokens = ask(self._user, text, "direct")
-            scores.add([list(self._loaded.evidence_of.get(i, ())) for i in ids], evidence, tokens)
+            answer = ask(self._user, text, "direct")
+            scores.add([list(self._loaded.evidence_of.get(i, ())) for i in answer.ids], evidence, answer.tokens)
         return {k: v for k, v in scores.as_dict().items() if k in ("recall@5", "recall@10", "hit@10", "mrr", "n")}
 
     @property

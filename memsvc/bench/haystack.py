@@ -328,13 +328,13 @@ def format_comparison(mode: str, turns: int, by_variant: Mapping[str, ModeResult
         base = float(fresh[g]["recall@7"])
         cells = "".join(f"  {_cell(float(numbers[v][g]['recall@7']), base)}" for v in variants)
         lines.append(f"  {g:<12} {fresh[g]['n']:>4}  {base:>9.3f}{cells}")
-    for q in ("p50", "p95"):
+    for q, label in (("p50", "latency p50"), ("p95", "latency p95"), ("recall_stage_p50", "recall stage p50")):
         base = float(fresh["latency_ms"][q])
         cells = "".join(
             f"  {numbers[v]['latency_ms'][q]:>7.1f} x{numbers[v]['latency_ms'][q] / max(base, 1e-9):<4.2f}"
             for v in variants
         )
-        lines.append(f"  {'latency ' + q:<17}  {base:>7.1f} ms{cells}")
+        lines.append(f"  {label:<17}  {base:>7.1f} ms{cells}")
     share = "".join(f"  {numbers[v].get(f'history_share@{HISTORY_K}', 0.0):>13.3f}" for v in variants)
     lines.append(f"  {f'history in top {HISTORY_K}':<17}  {'':>9}{share}")
     return "\n".join(lines)

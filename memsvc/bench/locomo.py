@@ -185,6 +185,8 @@ class Scores:
 class ModeResult:
     groups: dict[str, Scores] = field(default_factory=lambda: {g: Scores() for g in (*GROUP_ORDER, TURNS_ONLY)})
     latencies_ms: list[float] = field(default_factory=list)
+    # per question, the server's time in the recall stage (dense and lexical search, fusion)
+    recall_ms: list[float] = field(default_factory=list)
     dropped_below_relevance: list[int] = field(default_factory=list)
     # per question, the share of the first HISTORY_K results that came from the user's history
     history_share: list[float] = field(default_factory=list)
@@ -195,6 +197,7 @@ class ModeResult:
         out["latency_ms"] = {
             "p50": round(percentile(self.latencies_ms, 50), 2),
             "p95": round(percentile(self.latencies_ms, 95), 2),
+            "recall_stage_p50": round(percentile(self.recall_ms, 50), 2) if self.recall_ms else 0.0,
         }
         asked = max(len(self.dropped_below_relevance), 1)
         out["dropped_below_relevance_per_query"] = round(sum(self.dropped_below_relevance) / asked, 3)
@@ -233,12 +236,13 @@ class ModeUnavailable(Exception):
 
 
 class Answer(NamedTuple):
-    """The returned memory ids, best first; how many the relevance floor dropped; and what each
-    result costs an assistant's prompt, in tokens."""
+    """The returned memory ids, best first; how many the relevance floor dropped; what each
+    result costs an assistant's prompt, in tokens; and the server's time in the recall stage."""
 
     ids: list[str]
     dropped: int
     tokens: list[int]
+    recall_ms: float = 0.0
 
 
 # (user, question, mode) -> the answer
@@ -333,8 +337,9 @@ def evaluate(
             for loaded in conversations:
                 for q in loaded.conversation.questions:
                     started = time.perf_counter()
-                    ids, dropped, tokens = query(loaded.user, q.text, mode)
+                    ids, dropped, tokens, recall_ms = query(loaded.user, q.text, mode)
                     result.latencies_ms.append((time.perf_counter() - started) * 1000)
+                    result.recall_ms.append(recall_ms)
                     result.dropped_below_relevance.append(dropped)
                     ranked = [list(loaded.evidence_of.get(i, ())) for i in ids]
                     result.groups[GROUPS[q.category]].add(ranked, q.evidence, tokens)
@@ -357,6 +362,7 @@ def format_table(mode: str, result: ModeResult) -> str:
     lat = result.as_dict()["latency_ms"]
     lines = [
         f"{mode.upper()}  latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, "
+        f"recall stage p50 {lat['recall_stage_p50']:.1f} ms, "
         f"{result.as_dict()['dropped_below_relevance_per_query']} results per query below the relevance floor",
         f"  {'group':<12} {'n':>4}  {'R@5':>6} {'R@7':>6} {'R@10':>6} {'R@20':>6}  {'H@5':>6} {'H@10':>6}  {'MRR':>6}"
         f"  {'R@200t':>6} {'R@400t':>6}",
@@ -396,7 +402,9 @@ def query_with(client: Any, min_relevance: float | None = None) -> QueryFn:
         dropped = int(response.get("report", {}).get("dropped_below_relevance", 0))
         memories = [r["memory"] for r in response.get("memories", [])]
         tokens = [estimate_tokens(spoken_text(m.get("content", ""), m.get("speaker_name", ""))) for m in memories]
-        return Answer([m["id"] for m in memories], dropped, tokens)
+        stages = response.get("report", {}).get("stages", [])
+        recall_ms = sum(float(s.get("duration_ms", 0.0)) for s in stages if s.get("stage") == "recall")
+        return Answer([m["id"] for m in memories], dropped, tokens, recall_ms)
 
     return query
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,9 @@ def test_bench_locomo_haystack_through_the_real_service(tmp_path: Path, capsys: 
         assert numbers["ingest"][variant]["history"]["ms_per_turn"] > 0
         assert direct[variant]["overall"]["n"] == 3
         assert direct[variant]["latency_ms"]["p50"] > 0
+        # The server's own time in the recall stage, a part of the whole.
+        assert 0 < direct[variant]["latency_ms"]["recall_stage_p50"] < direct[variant]["latency_ms"]["p50"]
+    assert re.search(r"recall stage p50 +[\d.]+ ms +[\d.]+ x[\d.]+ +[\d.]+ x[\d.]+", printed)
     assert "history_share@7" not in direct["fresh"]
     # The history comes back among the results (14 memories and more, limit 20) ...
     assert direct["same"]["history_share@7"] > 0
