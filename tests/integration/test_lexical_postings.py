@@ -244,6 +244,7 @@ def test_the_migration_marks_the_documents_of_inactive_memories(stores: Stores) 
         yield q("DROP TABLE lexical_terms")
         yield q("DROP INDEX memories_ns_kind_created")  # migration 12's
         yield q("DROP INDEX memories_ns_session_created")  # migration 13's
+        yield q("DROP INDEX memories_ns_id_session")  # migration 14's
         yield q("DELETE FROM schema_migrations WHERE version >= 8")
         for memory in (archived, active):
             yield q("INSERT INTO lexical_docs (memory_id, ns, length) VALUES (%s, %s, 1)", (memory.id, ALICE.digest))
@@ -329,6 +330,17 @@ def test_sessions_holding_names_the_memories_holding_a_term_those_of_their_sessi
     assert conversation == frozenset({said, other_side, loose})
     # Of a session none of the holders is of; a memory of no session is of no conversation.
     assert without == frozenset({elsewhere})
+    # Every asked memory holding a term: all of them are of a conversation with the name.
+    assert stores.run(stores.lexical.sessions_holding(ALICE, [said, loose], [1])) == (
+        frozenset({said, loose}),
+        frozenset({said, loose}),
+        frozenset(),
+    )
+    # The same answer once the term has many more postings than there are asked memories (each
+    # asked memory is then looked up, not every posting read).
+    for _ in range(30):
+        stores.add(ALICE, {1: 1}, session="crowd")
+    assert stores.run(stores.lexical.sessions_holding(ALICE, asked, [1, 9])) == (named, conversation, without)
     # Only among the asked memories: a session's holder that is not asked does not count, and
     # with no holder asked nothing is known of any conversation.
     empty: tuple[frozenset[str], ...] = (frozenset(), frozenset(), frozenset())

@@ -17,6 +17,10 @@ from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_fi
 from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
+# Postings of the asked terms per candidate id below which `sessions_holding` reads the terms'
+# postings rather than probing each id's.
+_SCAN_POSTINGS_PER_ID = 4
+
 
 def _filtered(conditions: list[str], active_only: bool, where: str) -> tuple[str, list[str]]:
     """The join and conditions a search's memory filter adds: active documents only, and the
@@ -275,17 +279,30 @@ class SqlLexicalIndex:
         if not memory_ids or not terms:
             return frozenset(), frozenset(), frozenset()
         ids = list(dict.fromkeys(memory_ids))
-        in_ids, id_values = self._sql.in_list("memory_id", ids)
         in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
-        holding = f"SELECT DISTINCT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
+        in_ids, id_values = self._sql.in_list("memory_id", ids)
+        postings = f"SELECT COALESCE(SUM(df), 0) FROM lexical_terms WHERE ns = %s AND {in_terms}"
+        scanned = f"SELECT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms}"
+        probed = f"SELECT DISTINCT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
         in_rows, row_values = self._sql.in_list("id", ids)
-        # By id, as the rows are fetched (`fetch_memories_statement`): a few hundred key probes.
-        sessions = f"SELECT id, session_id FROM memories WHERE {self._sql.unindexed('ns')} = %s AND {in_rows}"
+        # Read from the (ns, id, session_id) index alone, not the rows.
+        sessions = f"SELECT id, session_id FROM memories WHERE ns = %s AND {in_rows}"
 
         def read() -> Program[tuple[frozenset[str], frozenset[str], frozenset[str]]]:
-            held = frozenset(str(r[0]) for r in (yield q(holding, (namespace.digest, *term_values, *id_values))).rows)
-            if not held:
-                return held, held, held
+            row = (yield q(postings, (namespace.digest, *term_values))).first()
+            # A speaker's marker is on each of their turns: the few hundred postings of a person
+            # among other people's chats are read in a fraction of the time a key probe per
+            # candidate takes (1.2 against 6.7 ms for 899 postings and 570 ids); the postings of
+            # a name on every turn of a long history are not.
+            if row is not None and int(row[0]) <= _SCAN_POSTINGS_PER_ID * len(ids):
+                asked = set(ids)
+                rows = (yield q(scanned, (namespace.digest, *term_values))).rows
+                held = frozenset(str(r[0]) for r in rows if r[0] in asked)
+            else:
+                rows = (yield q(probed, (namespace.digest, *term_values, *id_values))).rows
+                held = frozenset(str(r[0]) for r in rows)
+            if not held or len(held) == len(ids):
+                return held, held, frozenset()  # every candidate is of an involved session
             session_of = {str(r[0]): str(r[1]) for r in (yield q(sessions, (namespace.digest, *row_values))).rows}
             involved = {session_of[m] for m in held if session_of.get(m)}
             elsewhere = frozenset(m for m, s in session_of.items() if s and s not in involved)

@@ -159,6 +159,14 @@ _MEMORIES_BY_SESSION: Migration = (
     ("CREATE INDEX memories_ns_session_created ON memories (ns, session_id, created_at DESC, id DESC)",),
 )
 
+# The session of each of a query's candidates, for a question that names a speaker (which
+# candidates are from a conversation with them): a few hundred ids, each read from this index
+# alone rather than by primary key and then its row (2.5 against 4.1 ms for 570 ids of 13,000).
+_MEMORIES_SESSION_OF: Migration = (
+    14,
+    ("CREATE INDEX memories_ns_id_session ON memories (ns, id, session_id)",),
+)
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (
         1,
@@ -374,6 +382,7 @@ SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     _SQLITE_LEXICAL_TERMS,
     _MEMORIES_BY_KIND,
     _MEMORIES_BY_SESSION,
+    _MEMORIES_SESSION_OF,
 )
 
 # The same versions as SQLite, in PostgreSQL types: BYTEA ciphertext, JSONB tags (for `?|`),
@@ -606,4 +615,5 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     _POSTGRES_LEXICAL_TERMS,
     _MEMORIES_BY_KIND,
     _MEMORIES_BY_SESSION,
+    _MEMORIES_SESSION_OF,
 )
