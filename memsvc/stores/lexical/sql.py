@@ -302,7 +302,8 @@ class SqlLexicalIndex:
                 rows = (yield q(probed, (namespace.digest, *term_values, *id_values))).rows
                 held = frozenset(str(r[0]) for r in rows)
             if not held or len(held) == len(ids):
-                return held, held, frozenset()  # every candidate is of an involved session
+                # None holds a term: no conversation is known. All do: all are of one with the name.
+                return held, held, frozenset()
             session_of = {str(r[0]): str(r[1]) for r in (yield q(sessions, (namespace.digest, *row_values))).rows}
             involved = {session_of[m] for m in held if session_of.get(m)}
             elsewhere = frozenset(m for m, s in session_of.items() if s and s not in involved)
