@@ -125,6 +125,10 @@ DEFAULT_EXACT_ROWS = 5_000
 _DEFAULT_EF = 64
 # Pairs of sealed segments whose superseded rows an EmbeddedMilvus keeps (a few per partition).
 _STALE_PAIRS_KEPT = 4_096
+# Filter masks of sealed segments an EmbeddedMilvus keeps, a bit a row (12.5 KB for 100,000 rows).
+_FILTER_MASKS_KEPT = 1_024
+# A sealed segment's filter mask, by its file and the filter: its length and its packed bits.
+FilterMasks = dict[tuple[str, str], tuple[int, npt.NDArray[np.uint8]]]
 
 
 def _nearest_in_graph(
@@ -161,6 +165,25 @@ def _best(found: list[tuple[Nearest, int]], limit: int) -> list[tuple[float, int
     rows = np.concatenate([hits[1] for hits, _ in found])
     order = np.lexsort((rows, sources, distances))[:limit]
     return [(float(distances[i]), int(sources[i]), int(rows[i])) for i in order]
+
+
+def _sealed_matches(
+    segment: Any, compiled: Any, plan: Any, expression: str, kept: FilterMasks | None
+) -> npt.NDArray[np.bool_]:
+    """Which rows of a sealed segment the filter keeps. A sealed segment never changes, so its
+    mask is evaluated once per filter and kept: evaluated on every search, the usual status
+    filter took a quarter of a search (1.1 of 4.2 ms over the seven segments of a 13,000-row
+    partition)."""
+    key = (segment.file_path, expression)
+    known = kept.get(key) if kept is not None else None
+    if known is not None:
+        return np.unpackbits(known[1], count=known[0]).astype(bool)
+    matches = np.asarray(evaluate_segment_filter(segment, compiled, plan), dtype=bool)
+    if kept is not None:
+        if len(kept) >= _FILTER_MASKS_KEPT:
+            kept.clear()
+        kept[key] = (len(matches), np.packbits(matches))
+    return matches
 
 
 def _memtable_snapshot(
@@ -243,6 +266,7 @@ def _search_ids(
     params: dict[str, Any] | None,
     exact_rows: int = DEFAULT_EXACT_ROWS,
     stale_pairs: dict[tuple[str, str], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] | None = None,
+    filter_masks: FilterMasks | None = None,
 ) -> list[list[dict[str, Any]]] | None:
     """`Collection.search` of a dense COSINE field for ids and distances only, or None where the
     engine's own search must answer (a source holding an id twice, a vector column not of float32).
@@ -257,7 +281,8 @@ def _search_ids(
     (`_nearest_by_cosine`). A segment with a graph index (HNSW) is searched through it when the
     filter keeps more than `exact_rows` of its rows (breadth: `params`' "ef", at least `limit`),
     exactly otherwise; any other kind of index is searched as the engine would. `stale_pairs`
-    keeps, across searches, which rows of two sealed segments the other supersedes.
+    keeps, across searches, which rows of two sealed segments the other supersedes, and
+    `filter_masks` which rows of a sealed segment a filter keeps.
     tests/integration/test_embedded_milvus.py and test_vector_graph_index.py check it.
     """
     collection._require_loaded()
@@ -308,7 +333,9 @@ def _search_ids(
         if source < len(sealed):
             segment = sealed[source]
             source_vectors, present = segment.vector_data(field)
-            matches = evaluate_segment_filter(segment, compiled, plan) if compiled is not None else None
+            matches = (
+                _sealed_matches(segment, compiled, plan, expression, filter_masks) if compiled is not None else None
+            )
             index = segment.indexes.get(field)
         else:
             source_vectors, present, index = mt_vectors, None, None
@@ -403,6 +430,8 @@ class EmbeddedMilvus:
         self._exact_rows = exact_rows
         # Superseded rows between two sealed segments, by their files (see _search_ids).
         self._stale_pairs: dict[tuple[str, str], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        # Which rows of a sealed segment a filter keeps (see _search_ids).
+        self._filter_masks: FilterMasks = {}
         try:
             self._engine = _guarded(lambda: _ENGINES.acquire(self._path))
         except MilvusException as exc:
@@ -558,7 +587,15 @@ class EmbeddedMilvus:
         def search(c: Collection) -> list[list[dict[str, Any]]]:
             if output_fields == [c.pk_field] and params.get("metric_type") == "COSINE" and c._vector_name:
                 found = _search_ids(
-                    c, data, limit, filter, partition_names, params.get("params"), self._exact_rows, self._stale_pairs
+                    c,
+                    data,
+                    limit,
+                    filter,
+                    partition_names,
+                    params.get("params"),
+                    self._exact_rows,
+                    self._stale_pairs,
+                    self._filter_masks,
                 )
                 if found is not None:
                     return found
