@@ -17,10 +17,6 @@ from memsvc.stores.lexical.base import Bm25, LexicalDoc, LexicalHit, postings_fi
 from memsvc.stores.records.rows import filter_sql
 from memsvc.stores.sql import Program, SqlDialect, SqlTransactions, each, q
 
-# Postings of the asked terms per candidate id below which `sessions_holding` reads the terms'
-# postings rather than probing each id's.
-_SCAN_POSTINGS_PER_ID = 4
-
 
 def _filtered(conditions: list[str], active_only: bool, where: str) -> tuple[str, list[str]]:
     """The join and conditions a search's memory filter adds: active documents only, and the
@@ -127,6 +123,9 @@ SHORT_SEARCH_DOCS = 5_000
 # Postings read per query term in a large namespace, and candidates scored exactly per hit asked.
 DEFAULT_TERM_POSTINGS = 500
 _POOL_PER_HIT = 4
+# Postings of the asked terms per candidate id below which `sessions_holding` reads the terms'
+# postings rather than probing each id's.
+_SCAN_POSTINGS_PER_ID = 4
 
 
 class SqlLexicalIndex:
@@ -280,10 +279,8 @@ class SqlLexicalIndex:
             return frozenset(), frozenset(), frozenset()
         ids = list(dict.fromkeys(memory_ids))
         in_terms, term_values = self._sql.in_list("term", list(dict.fromkeys(terms)))
-        in_ids, id_values = self._sql.in_list("memory_id", ids)
         postings = f"SELECT COALESCE(SUM(df), 0) FROM lexical_terms WHERE ns = %s AND {in_terms}"
         scanned = f"SELECT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms}"
-        probed = f"SELECT DISTINCT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
         in_rows, row_values = self._sql.in_list("id", ids)
         # Read from the (ns, id, session_id) index alone, not the rows.
         sessions = f"SELECT id, session_id FROM memories WHERE ns = %s AND {in_rows}"
@@ -299,6 +296,8 @@ class SqlLexicalIndex:
                 rows = (yield q(scanned, (namespace.digest, *term_values))).rows
                 held = frozenset(str(r[0]) for r in rows if r[0] in asked)
             else:
+                in_ids, id_values = self._sql.in_list("memory_id", ids)
+                probed = f"SELECT DISTINCT memory_id FROM lexical_postings WHERE ns = %s AND {in_terms} AND {in_ids}"
                 rows = (yield q(probed, (namespace.digest, *term_values, *id_values))).rows
                 held = frozenset(str(r[0]) for r in rows)
             if not held or len(held) == len(ids):
