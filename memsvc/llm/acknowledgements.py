@@ -22,7 +22,8 @@ These shapes are told apart by rules:
   offer of the assistant's ("Want me to draft it?" "nah im good").
 
 A user who picks one of the assistant's words is choosing ("pinot noir it is", "the blue one
-then", "malbec!"), and whoever answers a question answers it, however short ("Nope!",
+then", "malbec!"), unless they only say what the thing is like ("cinnamon sticks is wild but ok"),
+and whoever answers a question answers it, however short ("Nope!",
 "Stanage. Thanks."); anything that names something new ("Luna and Oliver!", "Tuesdays at 7.")
 or says something of the speaker's own ("im vegan tho") states something too.
 """
@@ -30,6 +31,7 @@ or says something of the speaker's own ("im vegan tho") states something too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from lemminflect import getAllLemmas
 
@@ -71,7 +73,7 @@ _EVALUATIONS = frozenset(
     smart clever helpful useful kind thoughtful fascinating inspiring solid noted understood understandable
     gotcha got see know hear heard sounds sound seems seem looks look feel mean love loved like fine well better
     best lot bit sense makes fabulous marvellous marvelous splendid stellar epic dope rad legit lucky touching
-    relief relieved bummer shame pity huge big relatable deserved done enough worth poor
+    relief relieved bummer shame pity huge big relatable deserved done enough worth poor genius
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Nouns a reaction names what it reacts to with ("Great idea!", "Thanks for the tip").
@@ -254,6 +256,8 @@ def is_acknowledgement(
             other.append(word)
     if not other:
         return True
+    if picked and not choosing and not asked and _judges_what_it_echoes(text, other, echoed, stems):
+        return True  # "the glove thing is genius": of what it was told, not a choice
     if asked or choosing or picked:
         return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
     if replying and len(tokens(text)) == 1:
@@ -282,6 +286,36 @@ def is_acknowledgement(
 
 
 _CLAUSE = re.compile(r"[^;:,.!?]+")
+# A judgement of a thing: "<the thing> is <how it is>" ("cinnamon sticks is wild", "the glove
+# thing is genius", "that app looks really handy").
+_JUDGEMENT = re.compile(
+    r"^(?P<thing>.+?)\s+(?:is|are|was|were|sounds?|looks?|seems?)\s+"
+    r"(?:(?:so|really|pretty|actually|kinda|kind of|lowkey|honestly|super|too|very)\s+)*(?P<quality>[\w'-]+)",
+    re.IGNORECASE,
+)
+
+
+def _judges_what_it_echoes(text: str, words: list[str], echoed: set[str], stems: Callable[[str], list[str]]) -> bool:
+    """Whether a reply whose `words` (other than reactions) take up the assistant's (`echoed`)
+    only judges the thing they name ("cinnamon sticks is wild but ok"), rather than choosing it
+    ("pinot noir it is") or saying something of the user's own ("my kids are wild"): a clause
+    says the thing, in the assistant's words, is of some quality, and no word is left over."""
+    if _OWN.search(text):
+        return False
+    for clause in _CLAUSE.findall(text):
+        judged = _JUDGEMENT.match(clause.strip())
+        if judged is None:
+            continue
+        thing = tokens(judged.group("thing"))
+        quality = judged.group("quality").lower()
+        readings = getAllLemmas(quality)
+        if quality not in _EVALUATIONS and not ({"ADJ"} & set(readings) and "NOUN" not in readings):
+            continue
+        if not any(set(stems(w)) and set(stems(w)) <= echoed for w in thing):
+            continue
+        if all(w in thing or w == quality for w in words):
+            return True
+    return False
 
 
 def _as_written(word: str) -> str:

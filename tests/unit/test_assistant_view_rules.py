@@ -92,6 +92,17 @@ NS = Namespace("t", "p", "e", "u")
             True,
         ),
         ("Soccer mom hacks!", "lifesaver", Role.ASSISTANT, Role.USER, True),
+        # A judgement of a thing the assistant named, in its words, is no choice of it.
+        (
+            "cinnamon sticks is wild but ok",
+            "Sunflower seeds, carrot sticks or even cinnamon sticks to chew on.",
+            Role.USER,
+            Role.ASSISTANT,
+            True,
+        ),
+        ("the glove thing is genius", "Keep thin gloves in the glove box.", Role.USER, Role.ASSISTANT, True),
+        ("my kids are wild", "The park by the river has a splash pad for kids.", Role.USER, Role.ASSISTANT, False),
+        ("spin class is at 6 now", "A spin class is good cardio.", Role.USER, Role.ASSISTANT, False),
         # Wishes and cheers, after words of reaction too, and whatever is said beside them decides.
         ("My pleasure, enjoy the planting!", "lovely, thank you dear", Role.ASSISTANT, Role.USER, True),
         ("That sounds lovely, have a great time!", "escape room it is", Role.ASSISTANT, Role.USER, True),
