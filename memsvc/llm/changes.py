@@ -119,6 +119,14 @@ _DENIED_CHANGE = re.compile(
 )
 
 
+# A clause whose subject is left out, saying what it no longer does ("not riding to work these
+# days", "no longer eating meat"): written so, the subject is the writer. "not" alone denies
+# anything ("something cheerful but not showing off"); with a time it tells a change.
+_DENIES_WITHOUT_SUBJECT = re.compile(
+    r"^(?:no longer\s+\w+ing\b|not\s+\w+ing\b.*\b(?:these days|any ?more|nowadays|lately|since)\b)", re.IGNORECASE
+)
+
+
 def _changes(clause: str, about_the_speaker: bool) -> bool:
     if _CHANGED_FOR_THEM.search(clause):
         return not any(p.search(clause) for p in (_HYPOTHETICAL, _PAST_RETOLD))
@@ -146,7 +154,10 @@ def states_a_change(text: str) -> bool:
         # ("Weighed in this morning at 79.2, so the plan's working!").
         speaker_sentence = bool(_FIRST_PERSON.search(sentence))
         for clause in _CLAUSE_BREAK.split(sentence):
-            own = speaker_sentence and not _THIRD_PERSON_SUBJECT.match(clause)
+            own = (speaker_sentence and not _THIRD_PERSON_SUBJECT.match(clause)) or bool(
+                _DENIES_WITHOUT_SUBJECT.match(clause)
+            )
+
             if clause and _changes(clause, own):
                 return True
     return False

@@ -169,6 +169,10 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         ("I sold my old Golf and got a little electric Fiat.", True),
         ("The dosage got too high so I'm on a lower one now.", True),
         ("i fully ditched coffee, making matcha every morning", True),
+        # Its subject left out, a clause that says what the writer no longer does.
+        ("not riding to work these days, just taking the 14 bus since the theft", True),
+        ("no longer eating meat, it just stopped appealing", True),
+        ("Yes please, something cheerful but not showing off.", False),
         ("I swapped the gym for a climbing wall", True),
         # A statement before the question it ends on still states; a question is asked.
         ("I started running in the mornings, is that bad for my knees?", True),
