@@ -140,6 +140,43 @@ def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_p
     assert first_at(answer, "yes please") is None  # the answer to an offer states nothing
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_change_typed_without_its_subject_outranks_the_habit_it_ends(server: RunningServer, mode: str) -> None:
+    who = f"lena-{mode}"
+    sessions = [
+        (0, "what do i wear to bike to work when its 25 degrees. its 7 miles each way and my ears are freezing"),
+        (40, "someone stole my bike from outside the office, who do i report it to"),
+        (80, "not biking to work these days, just taking the 22 bus since the theft. any podcast for a 30 min ride"),
+        (140, "can i get a cheaper monthly pass through my employer"),
+    ]
+    for n, (day, text) in enumerate(sessions):
+        add_conversation(
+            server, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas."))
+        )
+    answer = ask(server, who, "What's my way of commuting at this point?", mode)
+    new, old = first_at(answer, "22 bus"), first_at(answer, "25 degrees")
+    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
+
+
+def test_a_reply_that_only_judges_what_the_assistant_suggested_is_no_result(server: RunningServer) -> None:
+    add_conversation(
+        server,
+        "theo",
+        "s1",
+        said(
+            JAN_2025,
+            user("my lower back aches after long shifts on my feet, what helps"),
+            assistant("Stretch your hip flexors, and roll your back on a foam roller for five minutes at night."),
+            user("the foam roller thing is genius"),
+        ),
+    )
+    for mode in MODES:
+        answer = ask(server, "theo", "what helps my back after work?", mode)
+        assert all("genius" not in r.memory.content for r in answer.memories), [
+            r.memory.content for r in answer.memories
+        ]
+
+
 def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted(server: RunningServer) -> None:
     who = "nadia"
     turns = [
