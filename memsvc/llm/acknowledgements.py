@@ -23,9 +23,9 @@ These shapes are told apart by rules:
 
 A user who picks one of the assistant's words is choosing ("pinot noir it is", "the blue one
 then", "malbec!"), unless they only say what the thing is like ("cinnamon sticks is wild but ok"),
-and whoever answers a question answers it, however short ("Nope!",
-"Stanage. Thanks."); anything that names something new ("Luna and Oliver!", "Tuesdays at 7.")
-or says something of the speaker's own ("im vegan tho") states something too.
+and whoever answers a question answers it, however short ("Nope!", "Stanage. Thanks."); anything
+that names something new ("Luna and Oliver!", "Tuesdays at 7.") or says something of the
+speaker's own ("im vegan tho") states something too.
 """
 
 from __future__ import annotations

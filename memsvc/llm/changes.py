@@ -157,7 +157,6 @@ def states_a_change(text: str) -> bool:
             own = (speaker_sentence and not _THIRD_PERSON_SUBJECT.match(clause)) or bool(
                 _DENIES_WITHOUT_SUBJECT.match(clause)
             )
-
             if clause and _changes(clause, own):
                 return True
     return False
