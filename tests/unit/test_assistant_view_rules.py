@@ -24,7 +24,7 @@ from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
-from memsvc.pipeline.query.current import CurrentTruth, _first_person
+from memsvc.pipeline.query.current import CurrentTruth, _as_newer, _first_person
 from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.pipeline.write.instructions import instruction_of
@@ -419,6 +419,35 @@ def test_a_newer_remark_that_answers_far_less_well_does_not_compete_on_date() ->
     assert truth._competing([answer, later], vectors) == set()
     # A newer statement that leaves the subject unsaid still answers alike.
     assert truth._competing([answer, said("later", "s2", 9.0, 0.4)], vectors) == {"answer", "later"}
+
+
+def test_a_newer_summary_answers_as_well_as_the_change_it_quotes() -> None:
+    def said(id_: str, at: float, relevance: float, content: str, **extra: object) -> RankedMemory:
+        memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Ravi", **extra)  # type: ignore[arg-type]
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    old = said("old", 1.0, 0.8, "I'm on the early shift, 5am starts.")
+    # The newer session's summary quotes a request and the change: its vector averages both.
+    summary = said(
+        "summary",
+        9.0,
+        0.2,
+        "Conversation s2 on 9 May 2025 between Ravi and assistant:\n"
+        "Ravi: can you give me an easy slow cooker recipe\n"
+        "Ravi: they moved me to the late shift from this week, 2pm till 10pm",
+        kind=MemoryKind.SUMMARY,
+        source_ids=("request", "change"),
+    )
+    change = said("change", 8.9, 0.7, "they moved me to the late shift from this week, 2pm till 10pm")
+    vectors = {"old": np.array([1.0, 0.0], dtype=np.float32), "summary": np.array([0.8, 0.6], dtype=np.float32)}
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _replacements reads no index
+    holds = {"old": True, "summary": True}
+    speakers = frozenset({"Ravi"})
+    pairs = truth._replacements([old, summary], vectors, holds, speakers, _as_newer([old, summary], [old, change]))
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("old", "summary")]
+    # By its own relevance alone, a quarter of the older's, it answers too little to replace it.
+    alone = _as_newer([old, summary], [old])
+    assert truth._replacements([old, summary], vectors, holds, speakers, alone) == []
 
 
 @pytest.mark.parametrize(

@@ -192,13 +192,31 @@ def _speakers(results: Sequence[RankedMemory]) -> frozenset[str]:
     )
 
 
+def _as_newer(statements: Sequence[RankedMemory], ranked: Sequence[RankedMemory]) -> dict[str, float]:
+    """How well each statement answers the question as the newer of a pair: its relevance; a
+    summary's, the best of its own and that of each turn it quotes among `ranked` (the results
+    and the statements below them). A summary's vector averages its quotes, so a session that
+    also asked for something else ("any ideas for a packed lunch?") dilutes the quote that
+    states the change. The older statement is held to what it showed itself: lifted by its
+    quotes too, it raised the bar for what replaced it."""
+    relevance = {r.memory.id: r.breakdown.relevance for r in ranked}
+    out = {}
+    for r in statements:
+        quoted = r.memory.source_ids if r.memory.kind is MemoryKind.SUMMARY else ()
+        out[r.memory.id] = max([r.breakdown.relevance, *(relevance.get(s, 0.0) for s in quoted)])
+    return out
+
+
 def _can_hold(r: RankedMemory, question: str, speakers: frozenset[str]) -> bool:
     stated = [said for said in _said(r, speakers) if states_something(said)]
     return bool(stated) and all(replaces_what_held(said, question) for said in stated)
 
 
 def _stated(r: RankedMemory, speakers: frozenset[str]) -> str:
-    return " ".join(_said(r, speakers))
+    """What a statement says as one text, a summary's quotes each a sentence of its own: typed
+    without a full stop, a request quoted first ("can you give me a slow cooker recipe") made
+    the change quoted after it part of its question."""
+    return " ".join(said if said.rstrip().endswith((".", "!", "?")) else f"{said}." for said in _said(r, speakers))
 
 
 class CurrentTruth:
@@ -292,7 +310,7 @@ class CurrentTruth:
         competing = self._competing(pool, unit)
         replaced: set[str] = set()
         lifted: dict[str, float] = {}  # follower id -> the score of the best result it replaces
-        pairs = self._replacements(pool, unit, holds, speakers)
+        pairs = self._replacements(pool, unit, holds, speakers, _as_newer(pool, [*results, *later]))
         # A follower that a still newer statement replaces in turn is not what holds now: it
         # does not join (A -> B -> C: B does not take A's place).
         replaced_in_turn = {was.memory.id for was, _ in pairs}
@@ -385,9 +403,11 @@ class CurrentTruth:
         unit: dict[str, Vector],
         holds: dict[str, bool],
         speakers: frozenset[str],
+        as_newer: dict[str, float],
     ) -> list[tuple[RankedMemory, RankedMemory]]:
         """(older, newer) for each statement a newer one of the same speaker, which can hold now,
-        replaces; `unit`: their vectors, normalised."""
+        replaces; `unit`: their vectors, normalised; `as_newer`: how well each answers the
+        question as the newer of a pair (`_as_newer`)."""
         stated = {r.memory.id: _stated(r, speakers) for r in statements}
         changes: dict[str, bool] = {}  # read once per statement, however many pairs it is in
         claims: dict[str, list[Claim]] = {}
@@ -400,7 +420,7 @@ class CurrentTruth:
                 continue
             if float(unit[older.memory.id] @ unit[newer.memory.id]) < self._same_thing:
                 continue
-            if newer.breakdown.relevance < AS_RELEVANT * older.breakdown.relevance:
+            if as_newer[newer.memory.id] < AS_RELEVANT * older.breakdown.relevance:
                 continue
             if not holds[newer.memory.id]:
                 continue
