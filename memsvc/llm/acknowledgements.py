@@ -46,6 +46,8 @@ _INTERJECTIONS = frozenset(
     geez jeez hmm hm mm mmm uh um huh yikes ugh phew oops ouch oof yum yummy hah ok okay k kk alright allright cool
     nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
     sorted cracking lush grand stoked buzzing swell dandy fr frfr
+    eish ag yoh haibo aiyo aiyoh aiya aiyah alamak wah wahh lah leh lor shiok arre arey yaar abeg ehen haba
+    ayy ayyy och ach hala naks chur
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _COURTESIES = frozenset(
@@ -54,7 +56,7 @@ _COURTESIES = frozenset(
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
     fun wishes wish hope hoping xoxo safe travels np anytime
     gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
-    shukriya
+    shukriya thanx thnx tq po
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.
@@ -62,6 +64,7 @@ _ASSENT = frozenset(
     """
     yes yeah yep yup ya yah sure right true indeed exactly totally absolutely definitely certainly agreed agree
     fair same precisely correct course no nope nah not don't do does did
+    ja nee aye haan yebo sawa sige ji achha acha accha theek
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # How a reply judges what it reacts to, and the words such judgements are made of.

@@ -101,6 +101,13 @@ NS = Namespace("t", "p", "e", "u")
             True,
         ),
         ("the glove thing is genius", "Keep thin gloves in the glove box.", Role.USER, Role.ASSISTANT, True),
+        # Reactions and thanks as English is spoken around the world; a statement beside one states.
+        ("eish, ok thanks", "Soak it in cold water before you wash it.", Role.USER, Role.ASSISTANT, True),
+        ("wah shiok", "Try the laksa at the hawker centre near the MRT.", Role.USER, Role.ASSISTANT, True),
+        ("arre yaar ok", "Book the Tatkal ticket at 10am sharp.", Role.USER, Role.ASSISTANT, True),
+        ("och aye thanks", "The bus leaves from Buchanan Street.", Role.USER, Role.ASSISTANT, True),
+        ("sige po salamat", "Bring your ID and the receipt.", Role.USER, Role.ASSISTANT, True),
+        ("ja, I live in Durban now", "Is the weather nice there?", Role.USER, Role.ASSISTANT, False),
         ("my kids are wild", "The park by the river has a splash pad for kids.", Role.USER, Role.ASSISTANT, False),
         ("spin class is at 6 now", "A spin class is good cardio.", Role.USER, Role.ASSISTANT, False),
         # Wishes and cheers, after words of reaction too, and whatever is said beside them decides.
