@@ -259,8 +259,8 @@ def is_acknowledgement(
             other.append(word)
     if not other:
         return True
-    if picked and not choosing and not asked and _judges_what_it_echoes(text, other, echoed, stems):
-        return True  # "the glove thing is genius": of what it was told, not a choice
+    if picked and not choosing and not asked and _reacts_to_what_it_echoes(text, other, echoed, stems):
+        return True  # "the glove thing is genius", "omg the photo idea": of what it was told, not a choice
     if asked or choosing or picked:
         return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
     if replying and len(tokens(text)) == 1:
@@ -298,13 +298,24 @@ _JUDGEMENT = re.compile(
 )
 
 
-def _judges_what_it_echoes(text: str, words: list[str], echoed: set[str], stems: Callable[[str], list[str]]) -> bool:
+# Saying that what one was told is understood ("vovó, got it").
+_UNDERSTOOD = re.compile(r"\b(?:got it|noted|makes sense|understood|gotcha)\b", re.IGNORECASE)
+# What names a suggestion as one ("the photo idea", "the freezer trick").
+_SUGGESTION = re.compile(r"\b(?:idea|ideas|tip|tips|trick|tricks|hack|hacks|suggestion|advice)\b", re.IGNORECASE)
+
+
+def _reacts_to_what_it_echoes(text: str, words: list[str], echoed: set[str], stems: Callable[[str], list[str]]) -> bool:
     """Whether a reply whose `words` (other than reactions) take up the assistant's (`echoed`)
-    only judges the thing they name ("cinnamon sticks is wild but ok"), rather than choosing it
-    ("pinot noir it is") or saying something of the user's own ("my kids are wild"): a clause
-    says the thing, in the assistant's words, is of some quality, and no word is left over."""
+    only reacts to the thing they name, rather than choosing it ("pinot noir it is") or saying
+    something of the user's own ("my kids are wild"): it judges the thing ("cinnamon sticks is
+    wild but ok"), or, in the assistant's words alone, calls it a suggestion ("omg the photo
+    idea") or says it is understood ("vovó, got it. thanks")."""
     if _OWN.search(text):
         return False
+    if all(set(stems(w)) and set(stems(w)) <= echoed for w in words) and (
+        _UNDERSTOOD.search(text) or _SUGGESTION.search(text)
+    ):
+        return True
     for clause in _CLAUSE.findall(text):
         judged = _JUDGEMENT.match(clause.strip())
         if judged is None:

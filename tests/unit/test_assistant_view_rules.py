@@ -109,6 +109,9 @@ NS = Namespace("t", "p", "e", "u")
         ("sige po salamat", "Bring your ID and the receipt.", Role.USER, Role.ASSISTANT, True),
         ("ja, I live in Durban now", "Is the weather nice there?", Role.USER, Role.ASSISTANT, False),
         ("my kids are wild", "The park by the river has a splash pad for kids.", Role.USER, Role.ASSISTANT, False),
+        ("omg the photo idea", "You could make her teachers a photo book.", Role.USER, Role.ASSISTANT, True),
+        ("vovó, got it. thanks", "Grandma is vovó in Portuguese.", Role.USER, Role.ASSISTANT, True),
+        ("ooh the blue one", "The blue one or the red one both fit.", Role.USER, Role.ASSISTANT, False),
         ("spin class is at 6 now", "A spin class is good cardio.", Role.USER, Role.ASSISTANT, False),
         # Wishes and cheers, after words of reaction too, and whatever is said beside them decides.
         ("My pleasure, enjoy the planting!", "lovely, thank you dear", Role.ASSISTANT, Role.USER, True),
