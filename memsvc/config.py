@@ -271,6 +271,11 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 16_384
     max_page_size: int = 500
     default_page_size: int = 50
+    # The most memories one user may hold (0: no limit). A call whose new items would take the
+    # user past it (AddMemories, AddConversation's turns, ImportMemories) is refused whole with
+    # RESOURCE_EXHAUSTED naming the limit; the memories derived from accepted turns are still
+    # written. Nothing is ever dropped from recall to make room (docs/performance.md).
+    max_memories_per_user: int = Field(default=0, ge=0)
 
     # LLM (any OpenAI-compatible chat endpoint); empty base URL means offline heuristics only
     llm_base_url: str = ""

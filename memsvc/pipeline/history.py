@@ -42,6 +42,7 @@ from memsvc.pipeline.validation import (
     check_user_id,
 )
 from memsvc.pipeline.write.path import require
+from memsvc.pipeline.write.room import ensure_room
 from memsvc.pipeline.write.scoring import estimate_quality
 from memsvc.stores.records.base import PageCursor, RecordStore
 
@@ -230,6 +231,7 @@ class HistoryService:
             for record, source_id in zip(records, ids, strict=True)
             if import_key(source_id) not in done_keys and source_id not in present
         ]
+        await ensure_room(self._store, self._limits.max_memories_per_user, namespace, user_id, len(todo), deadline)
         taken = await deadline.run(self._store.existing_memory_ids([s for _, s in todo]), "the record store")
         new_ids = {s: (new_memory_id(r.memory.created_at) if s in taken else s) for r, s in todo}
         rows: list[StoredMemory] = []

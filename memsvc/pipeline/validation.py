@@ -34,6 +34,7 @@ class Limits:
     max_tags: int
     max_metadata_bytes: int
     max_page_size: int
+    max_memories_per_user: int = 0
 
     @classmethod
     def from_settings(cls, s: Settings) -> Limits:
@@ -45,6 +46,7 @@ class Limits:
             max_tags=s.max_tags,
             max_metadata_bytes=s.max_metadata_bytes,
             max_page_size=s.max_page_size,
+            max_memories_per_user=s.max_memories_per_user,
         )
 
 

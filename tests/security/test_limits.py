@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
-from memsvc.v1 import write_service_pb2
+from memsvc.v1 import query_service_pb2, write_service_pb2
 from tests.backends import REDIS_URL, redis_prefix
 from tests.conftest import RunningServer, ServerFactory
 from tests.security.support import Failure, add, expect_failure, failure_of, query
@@ -66,6 +66,44 @@ def test_an_oversized_request_is_resource_exhausted(server_factory: ServerFactor
     failure = expect_failure(lambda: s.writes.AddMemories(request, metadata=s.md))
     assert failure.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     add(s, s.api_key, "u", "a normal request still works")
+
+
+def test_a_user_past_the_memory_limit_is_refused_whole_and_loses_nothing(server_factory: ServerFactory) -> None:
+    s = server_factory(max_memories_per_user=4)
+    w = write_service_pb2
+    kept = add(s, s.api_key, "u", "I keep bees on the allotment", "My sister lives in Porto", "I teach piano")
+    # Three new and one more would be five: the call is refused whole, naming the limit.
+    failure = expect_failure(lambda: add(s, s.api_key, "u", "I swim on Tuesdays", "I am allergic to cats"))
+    assert failure.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "MEMSVC_MAX_MEMORIES_PER_USER" in failure.message and failure.reason == "RESOURCE_EXHAUSTED"
+    listed = s.writes.ListMemories(w.ListMemoriesRequest(user_id="u"), metadata=s.md).memories
+    assert sorted(m.id for m in listed) == sorted(m.id for m in kept)
+    # Nothing already stored was dropped from recall to make room.
+    assert query(s, s.api_key, "u", "who looks after the bees?").memories[0].memory.id == kept[0].id
+    # A conversation is refused before any of its turns is stored; other users are not limited.
+    turns = [query_service_pb2.ConversationTurn(content=f"turn {i} about gardening") for i in range(2)]
+    failure = expect_failure(
+        lambda: s.writes.AddConversation(
+            w.AddConversationRequest(user_id="u", session_id="s1", turns=turns), metadata=s.md
+        )
+    )
+    assert failure.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert len(s.writes.ListMemories(w.ListMemoriesRequest(user_id="u"), metadata=s.md).memories) == 3
+    add(s, s.api_key, "v", "I swim on Tuesdays", "I am allergic to cats")
+    # Up to the limit is accepted, and deleting makes room again.
+    add(s, s.api_key, "u", "I swim on Tuesdays")
+    s.writes.DeleteMemory(w.DeleteMemoryRequest(user_id="u", id=kept[1].id), metadata=s.md)
+    add(s, s.api_key, "u", "I am allergic to cats")
+    # An import counts as much: u's four memories do not fit beside v's two, and do for a new user.
+    exported = s.writes.ExportMemories(w.ExportMemoriesRequest(user_id="u"), metadata=s.md)
+    records = [r for response in exported for r in response.records]
+    assert len(records) == 4
+    failure = expect_failure(
+        lambda: s.writes.ImportMemories(w.ImportMemoriesRequest(user_id="v", records=records), metadata=s.md)
+    )
+    assert failure.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    imported = s.writes.ImportMemories(w.ImportMemoriesRequest(user_id="x", records=records), metadata=s.md)
+    assert imported.imported_count == 4
 
 
 def _burst(s: RunningServer, key: str, count: int) -> list[Failure | None]:

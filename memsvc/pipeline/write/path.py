@@ -55,6 +55,7 @@ from memsvc.pipeline.write.review import (
     cosine_matrix,
     superseded_changes,
 )
+from memsvc.pipeline.write.room import ensure_room
 from memsvc.pipeline.write.scoring import estimate_importance, estimate_quality
 from memsvc.stores.records.base import RecordStore
 
@@ -197,6 +198,10 @@ class WritePath:
                 claims,
             )
             drafts.append(draft)
+        if origin in (WriteOrigin.CALLER, WriteOrigin.TURNS):
+            # What the caller adds; what is derived from accepted turns follows them.
+            adding = sum(1 for d in drafts if d.row is not None)
+            await ensure_room(self._store, self._limits.max_memories_per_user, namespace, user_id, adding, deadline)
         return await self._store_drafts(principal, namespace, drafts, now, deadline)
 
     async def _review_against_stored(

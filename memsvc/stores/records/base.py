@@ -145,6 +145,10 @@ class MemoryRecords(Protocol):
         """When the namespace's newest memory was created (`created_at`); None when it has none."""
         ...
 
+    async def count_memories(self, namespace: Namespace) -> int:
+        """How many memories the namespace holds, in every retention status."""
+        ...
+
     async def session_neighbors(
         self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
     ) -> list[StoredMemory]:

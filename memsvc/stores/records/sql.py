@@ -226,6 +226,14 @@ class SqlRecordStore(ABC):
 
         return await self._read(newest(), short=True)
 
+    async def count_memories(self, namespace: Namespace) -> int:
+        # Counted in the (ns, id, session_id) index, not the rows.
+        def count() -> Program[int]:
+            row = (yield q("SELECT COUNT(*) FROM memories WHERE ns = %s", (namespace.digest,))).first()
+            return 0 if row is None else int(row[0])
+
+        return await self._read(count())
+
     async def session_neighbors(
         self, namespace: Namespace, ids: Sequence[str], window: int, include_inactive: bool = False
     ) -> list[StoredMemory]:
