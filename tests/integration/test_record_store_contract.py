@@ -351,6 +351,13 @@ def test_newest_memory_at_is_the_namespaces_latest_creation_time(s: Store) -> No
     assert s(s.store.newest_memory_at(BOB)) == base + 9
 
 
+def test_count_memories_counts_one_namespace_in_every_retention_status(s: Store) -> None:
+    assert s(s.store.count_memories(ALICE)) == 0
+    insert(s, memory(), memory(retention_status=RetentionStatus.ARCHIVED), memory(BOB))
+    assert s(s.store.count_memories(ALICE)) == 2
+    assert s(s.store.count_memories(BOB)) == 1
+
+
 def test_list_filters(s: Store) -> None:
     base = 1_700_000_000.0
     a = memory(created_at=base, tags=("food", "travel"), tier=Tier.HOT, importance=0.9)

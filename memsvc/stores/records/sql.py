@@ -227,7 +227,6 @@ class SqlRecordStore(ABC):
         return await self._read(newest(), short=True)
 
     async def count_memories(self, namespace: Namespace) -> int:
-        # Counted in the (ns, id, session_id) index, not the rows.
         def count() -> Program[int]:
             row = (yield q("SELECT COUNT(*) FROM memories WHERE ns = %s", (namespace.digest,))).first()
             return 0 if row is None else int(row[0])
