@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -248,9 +249,19 @@ class Applicability:
         # finds more evidence without them (LoCoMo dev R@20 0.835 -> 0.849), but the estimate
         # below then puts less of it in the top 7 (0.763 -> 0.757, multi-hop 0.516 -> 0.503):
         # extracted memories, which name their subject, fall out of the top and session
-        # summaries, less often useful, take their places (docs/retrieval.md).
+        # summaries, less often useful, take their places (docs/retrieval.md). In a long history
+        # other people's chats about the same things fill the pool, so there the question itself
+        # matches a name by who took part, as in the other modes (`--haystack 10000`: own 0.710
+        # -> 0.752, same 0.630 -> 0.642; every query so: 0.756 and 0.621, p50 x1.5-1.7).
         search = partial(search_all, self._pipeline, report=report, deadline=deadline, k=pool, speakers_by_words=False)
-        results = await search(plan, queries, words_only=words_only)
+        lexical = self._pipeline.lexical
+        if lexical is not None and await lexical.long_history(plan, deadline):
+            first, rest = await asyncio.gather(
+                search(plan, queries[:1], speakers_by_words=True), search(plan, queries[1:], words_only=words_only)
+            )
+            results = [*first, *rest]
+        else:
+            results = await search(plan, queries, words_only=words_only)
         evidence = Evidence(self._pipeline.queries_rrf_k)
         lists: list[Sequence[Candidate]] = []
         for q, found in zip(queries, results, strict=True):

@@ -609,6 +609,23 @@ def test_what_involves_a_named_speaker_comes_before_other_peoples_chats_about_th
     assert (said.id in ranked[:3]) == (depth_factor > 1)
 
 
+@pytest.mark.parametrize("common_terms_from", [100_000, 10], ids=["short-history", "long-history"])
+def test_applicability_matches_a_named_speaker_by_who_took_part_in_a_long_history(
+    server_factory: ServerFactory, common_terms_from: int
+) -> None:
+    s = server_factory(lexical_common_terms_from=common_terms_from)
+    add_other_peoples_chats(s, OTHERS_ON_BOOKS)
+    said = list(add_conversation(s, "long", "s1", MELANIE_ON_BOOKS).turns)[1]
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    mode = query_service_pb2.QUERY_MODE_APPLICABILITY
+    found = query(s, "long", "What books has Melanie read?", filter=turns_only, limit=5, mode=mode)
+    assert said.id in [r.memory.id for r in found.memories[:3]]
+    # In a short history the name stays in what is embedded (it finds more of a lone
+    # conversation's evidence); in a long one it is matched by who took part, as in DIRECT.
+    left_out = "recall: searched by meaning without the speaker name(s) Melanie" in found.report.notes
+    assert left_out == (common_terms_from == 10), list(found.report.notes)
+
+
 OTHERS_ON_POTTERY = [
     ("Omar", "Rosa, I signed up for a pottery class on Thursday evenings!"),
     ("Rosa", "A pottery class? I signed up for one at the community centre too."),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from memsvc.deadline import Deadline
+from memsvc.errors import Unavailable
 from memsvc.llm.text import named_entities
 from memsvc.pipeline.context import QueryPlan
 from memsvc.pipeline.query.recall import Candidate, candidate_depth
@@ -126,6 +127,15 @@ class LexicalRecall:
         """How many memories the namespace's postings hold (one probe of its statistics)."""
         docs, _ = await deadline.run(self._index.stats(plan.namespace), "the lexical index")
         return docs
+
+    async def long_history(self, plan: QueryPlan, deadline: Deadline) -> bool:
+        """Whether the namespace is a long history: `common_terms_from` memories or more, where a
+        name on every turn of a person is weighed, not scanned, and many people's chats hold
+        the same things. False while the index is down."""
+        try:
+            return await self.memories(plan, deadline) >= self._common_terms_from
+        except Unavailable:
+            return False
 
     async def speakers_named(self, plan: QueryPlan, texts: Sequence[str], deadline: Deadline) -> list[list[str]]:
         """For each of `texts`, its names that speakers of the namespace's conversations go by,
