@@ -11,9 +11,10 @@ These shapes are told apart by rules:
 - an assistant's remark of a few words on what the user just told it, not asked ("Easy win.",
   "Cheaper than a new bike!", "I'm really sorry. That's hard.") that does not advise: the
   assistant's own feelings are no fact about the user;
-- a wish or a cheer, whatever it names ("Have a great trip!", "Enjoy the BBQ!", "Congrats on
-  Clearpath!", "Go Brewers!"), and an assistant's one-word judgement of what it was told
-  ("Sensible."); beside anything else, a wish leaves the rest to decide;
+- a wish, a cheer or a greeting passed on, whatever it names ("Have a great trip!", "Enjoy the
+  BBQ!", "Congrats on Clearpath!", "Go Brewers!", "Give Biscuit a scratch from me!"), and an
+  assistant's one-word judgement of what it was told ("Sensible."); beside anything else, a
+  wish leaves the rest to decide;
 - what a reply calls the one it answers ("you're a treasure");
 - an assistant's question, alone or after such a remark ("Happy to help. What are your monthly
   costs?"): the user's answer states what it asks about;
@@ -22,9 +23,10 @@ These shapes are told apart by rules:
   offer of the assistant's ("Want me to draft it?" "nah im good").
 
 A user who picks one of the assistant's words is choosing ("pinot noir it is", "the blue one
-then", "malbec!"), unless they only say what the thing is like ("cinnamon sticks is wild but ok"),
-and whoever answers a question answers it, however short ("Nope!", "Stanage. Thanks."); anything
-that names something new ("Luna and Oliver!", "Tuesdays at 7.") or says something of the
+then", "malbec!"), unless they only say what the thing is like ("cinnamon sticks is wild but ok")
+or say a clause of it back ("lol he def thinks he wins"); whoever answers a question answers it,
+however short ("Nope!", "Stanage. Thanks."); anything that names something new ("Luna and
+Oliver!", "Tuesdays at 7.", a number the answered turn does not hold) or says something of the
 speaker's own ("im vegan tho") states something too.
 """
 
@@ -63,7 +65,7 @@ _COURTESIES = frozenset(
 _ASSENT = frozenset(
     """
     yes yeah yep yup ya yah sure right true indeed exactly totally absolutely definitely certainly agreed agree
-    fair same precisely correct course no nope nah not don't do does did
+    fair same precisely correct course no nope nah not don't do does did def defo deffo
     ja nee aye haan yebo sawa sige ji achha acha accha theek
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
@@ -92,7 +94,8 @@ _ADDRESS = frozenset(
 )
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
-_DIGIT = re.compile(r"\d")
+# A number: something told, unless it is one of the answered turn's ("lol not cooking at 4am").
+_NUMBER = re.compile(r"\w*\d(?:[\w:.,/-]*\w)?")
 # Whoever a reply calls by name, title and all, at a sentence's end ("Happy running, Dr. Okafor.").
 _VOCATIVE = re.compile(r",\s+((?:[A-Z][\w'.-]*\s+){0,2}[A-Z][\w'.-]*)\s*[!.?]+(?:\s|$)")
 # The speaker saying something of their own.
@@ -152,7 +155,7 @@ _ADVICE_LEAD = re.compile(
 
 
 # A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it",
-# "Congrats on the new job!"): courtesy, whatever it names. The second list: what a wish wishes
+# "Congrats on the new job!", "Say hi to your mum!"): courtesy, whatever it names. The second list: what a wish wishes
 # ("Have a safe flight"); the third, what a good one is wished for ("Have a spooky fun time!").
 _WISHED = (
     "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous best "
@@ -163,7 +166,11 @@ _WISH = re.compile(
     rf"^(?:enjoy|have\s+(?:(?:a|an|the)\s+)?(?:(?:really|very|so|super)\s+)?(?:{_WISHED.replace(' ', '|')})|"
     rf"have\s+(?:a|an)\s+(?:[\w-]+\s+){{1,2}}(?:{_WISHED_FOR.replace(' ', '|')})(?=\W*$)|"
     r"(?:happy|merry)\s+\w+|(?:good|best of)\s+luck|safe\s+(?:travels|trip|flight|journey)|congrat\w*|"
-    r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien))\b",
+    r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien)|"
+    # Greetings passed on ("Say hi to your mum!", "Give Biscuit a scratch from me!").
+    r"(?:say|send)\s+(?:hi|hello|hey)|(?:send|give)\s+(?:my|our)\s+love|"
+    r"give\s+(?:[\w']+\s+){1,2}(?:a\s+|some\s+)?(?:hugs?|scratch(?:es)?|pats?|cuddles?|kiss(?:es)?|squeeze)\s+"
+    r"(?:for|from)\s+(?:me|us))\b",
     re.IGNORECASE,
 )
 # Cheering somebody on ("Go Brewers!", "Go team!").
@@ -192,7 +199,7 @@ def is_acknowledgement(
 ) -> bool:
     """Whether `text`, said in `role`, only acknowledges or reacts to `answered` (the turn it
     follows, said in `answered_role` by `addressee`, if named)."""
-    if _DIGIT.search(text):
+    if not {n.lower() for n in _NUMBER.findall(text)} <= {n.lower() for n in _NUMBER.findall(answered)}:
         return False
     said = sentences(text)
     if said and all(_courteous(s, role) for s in said) and (len(said) > 1 or len(text.split()) <= _MAX_REACTION_WORDS):
@@ -208,7 +215,10 @@ def is_acknowledgement(
     # any of its remarks (an answer states something).
     unquoted = _QUOTED.sub("", answered)
     asked = "?" in unquoted and role is not Role.ASSISTANT and not _only_offers(unquoted)
-    echoed = set(stems(answered)) | {normalise(w) for w in addressee.split()}
+    # What the reply may say again: the answered turn's words and numbers, its speaker's name.
+    echoed = (
+        set(stems(answered)) | {normalise(w) for w in addressee.split()} | {w for w in tokens(answered) if w.isdigit()}
+    )
     # Whoever a reply calls by name at a sentence's end ("Congratulations, Mrs!") is addressed.
     vocatives = {normalise(w.rstrip(".")) for m in _VOCATIVE.finditer(text) for w in m.group(1).split()}
     # Told something, an assistant's one-word reply judges it ("Sensible.", "Bingo."), capitalised
@@ -249,7 +259,7 @@ def is_acknowledgement(
                 continue
             if question:
                 return False
-            held = set(stems(word))
+            held = {word} if word.isdigit() else set(stems(word))  # a number here is the answered turn's
             if held and held <= echoed:
                 if replying:
                     picked = True  # in the assistant's words: the user picks from what it offered
@@ -259,7 +269,7 @@ def is_acknowledgement(
             other.append(word)
     if not other:
         return True
-    if picked and not choosing and not asked and _reacts_to_what_it_echoes(text, other, echoed, stems):
+    if picked and not choosing and not asked and _reacts_to_what_it_echoes(text, other, answered, echoed, stems):
         return True  # "the glove thing is genius", "omg the photo idea": of what it was told, not a choice
     if asked or choosing or picked:
         return False  # a reply naming anything answers or chooses ("pinot noir it is", "malbec!")
@@ -304,16 +314,19 @@ _UNDERSTOOD = re.compile(r"\b(?:got it|noted|makes sense|understood|gotcha)\b", 
 _SUGGESTION = re.compile(r"\b(?:idea|ideas|tip|tips|trick|tricks|hack|hacks|suggestion|advice)\b", re.IGNORECASE)
 
 
-def _reacts_to_what_it_echoes(text: str, words: list[str], echoed: set[str], stems: Callable[[str], list[str]]) -> bool:
-    """Whether a reply whose `words` (other than reactions) take up the assistant's (`echoed`)
-    only reacts to the thing they name, rather than choosing it ("pinot noir it is") or saying
-    something of the user's own ("my kids are wild"): it judges the thing ("cinnamon sticks is
-    wild but ok"), or, in the assistant's words alone, calls it a suggestion ("omg the photo
-    idea") or says it is understood ("vovó, got it. thanks")."""
+def _reacts_to_what_it_echoes(
+    text: str, words: list[str], answered: str, echoed: set[str], stems: Callable[[str], list[str]]
+) -> bool:
+    """Whether a reply whose `words` (other than reactions) take up the assistant's (`answered`,
+    its stems `echoed`) only reacts to the thing they name, rather than choosing it ("pinot noir
+    it is") or saying something of the user's own ("my kids are wild"): it judges the thing
+    ("cinnamon sticks is wild but ok"), or, in the assistant's words alone, calls it a suggestion
+    ("omg the photo idea"), says it is understood ("vovó, got it. thanks") or says a clause of
+    the assistant's back ("lol he def thinks he wins")."""
     if _OWN.search(text):
         return False
-    if all(set(stems(w)) and set(stems(w)) <= echoed for w in words) and (
-        _UNDERSTOOD.search(text) or _SUGGESTION.search(text)
+    if all(w.isdigit() or (set(stems(w)) and set(stems(w)) <= echoed) for w in words) and (
+        _UNDERSTOOD.search(text) or _SUGGESTION.search(text) or _repeats_a_clause(text, answered)
     ):
         return True
     for clause in _CLAUSE.findall(text):
@@ -328,6 +341,27 @@ def _reacts_to_what_it_echoes(text: str, words: list[str], echoed: set[str], ste
         if not any(set(stems(w)) and set(stems(w)) <= echoed for w in thing):
             continue
         if all(w in thing or w == quality for w in words):
+            return True
+    return False
+
+
+# A clause said back holds a subject or a negation: an option picked is a thing ("the blue one").
+_CLAUSE_WORDS = frozenset("he she they it you we not n't no never".split())  # noqa: SIM905
+# How many of the assistant's words in a row a reply says back to repeat a clause of it.
+_MIN_REPEATED_WORDS = 3
+
+
+def _repeats_a_clause(text: str, answered: str) -> bool:
+    """Whether `text` says back a clause of `answered`: a run of its words in the same order that
+    holds a subject or a negation ("thinks he wins", "not cooking at 4am")."""
+    said = [w.lower() for w in re.findall(r"[\w']+", text)]
+    heard = " ".join(w.lower() for w in re.findall(r"[\w']+", answered))
+    for start in range(len(said) - _MIN_REPEATED_WORDS + 1):
+        end = start + _MIN_REPEATED_WORDS
+        while end <= len(said) and f" {' '.join(said[start:end])} " in f" {heard} ":
+            end += 1
+        run = said[start : end - 1]
+        if len(run) >= _MIN_REPEATED_WORDS and _CLAUSE_WORDS & set(run):
             return True
     return False
 
