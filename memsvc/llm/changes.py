@@ -28,7 +28,8 @@ _CHANGE = re.compile(
     r"replac(?:ed|ing)|ditch(?:ed|ing)?|swapp?(?:ed|ing)?|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
     r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|sold|got rid of|traded in|"
     r"(?:go|goes|going|went|gone) (?:up|down)|rais(?:ed|ing)|increas(?:ed|ing)|decreas(?:ed|ing)|rose|risen|fell|"
-    r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new)\b",
+    r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new|"
+    r"(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober))\b",
     re.IGNORECASE,
 )
 # The speaker, or a thing of the speaker's, is what the sentence is about.
@@ -53,7 +54,9 @@ _ADDITION = re.compile(
     re.IGNORECASE,
 )
 _ONE_OFF = re.compile(
-    r"\b(?:for once|this time|just this once|one[- ]off|tonight|today|this morning|this evening|this afternoon|"
+    # "today" after a time that ran up to it is a count, no one-off ("3 weeks today without the vape").
+    r"\b(?:for once|this time|just this once|one[- ]off|tonight|(?<!days )(?<!weeks )(?<!months )(?<!years )today|"
+    r"this morning|this evening|this afternoon|"
     r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once|"
     # A stay or a loan that ends: where one is or what one has for a while is no new home or car.
     r"all (?:week|weekend)|for the (?:week|weekend)|for a (?:few|couple of) (?:days|nights|weeks)|"
@@ -123,7 +126,11 @@ _DENIED_CHANGE = re.compile(
 # days", "no longer eating meat"): written so, the subject is the writer. "not" alone denies
 # anything ("something cheerful but not showing off"); with a time it tells a change.
 _DENIES_WITHOUT_SUBJECT = re.compile(
-    r"^(?:no longer\s+\w+ing\b|not\s+\w+ing\b.*\b(?:these days|any ?more|nowadays|lately|since)\b)", re.IGNORECASE
+    r"^(?:no longer\s+\w+ing\b|not\s+\w+ing\b.*\b(?:these days|any ?more|nowadays|lately|since)\b|"
+    # ... or how long it has been without something ("3 weeks today without the vape", "two
+    # months off sugar", "a year sober").
+    r"(?:\w+\s+)?(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober)\b)",
+    re.IGNORECASE,
 )
 
 

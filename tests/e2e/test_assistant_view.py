@@ -158,6 +158,44 @@ def test_a_change_typed_without_its_subject_outranks_the_habit_it_ends(server: R
     assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_habit_ended_told_as_how_long_it_has_been_without_it_outranks_the_habit(
+    server: RunningServer, mode: str
+) -> None:
+    who = f"mara-{mode}"
+    sessions = [
+        (0, "which red goes with lamb? i have a glass of red most nights anyway so a bottle wont go to waste"),
+        (50, "two months today without alcohol and sleeping so much better. what do i bring to a bbq instead"),
+        (90, "how do i descale a kettle"),
+    ]
+    for n, (day, text) in enumerate(sessions):
+        add_conversation(
+            server, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas."))
+        )
+    answer = ask(server, who, "Do I still drink wine in the evenings?", mode)
+    new, old = first_at(answer, "without alcohol"), first_at(answer, "most nights")
+    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
+
+
+def test_a_reply_that_says_back_what_the_assistant_said_is_no_result(server: RunningServer) -> None:
+    add_conversation(
+        server,
+        "omar",
+        "s1",
+        said(
+            JAN_2025,
+            user("my cat knocks everything off the counter at 5am, why"),
+            assistant("She wants breakfast, and it works: you get up. Feed her from a timer feeder at 5."),
+            user("lol yeah she wants breakfast"),
+        ),
+    )
+    for mode in MODES:
+        answer = ask(server, "omar", "why does my cat wake me up?", mode)
+        assert all("lol yeah" not in r.memory.content for r in answer.memories), [
+            r.memory.content for r in answer.memories
+        ]
+
+
 def test_a_reply_that_only_judges_what_the_assistant_suggested_is_no_result(server: RunningServer) -> None:
     add_conversation(
         server,

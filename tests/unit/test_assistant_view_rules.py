@@ -198,6 +198,10 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # Its subject left out, a clause that says what the writer no longer does.
         ("not riding to work these days, just taking the 14 bus since the theft", True),
         ("no longer eating meat, it just stopped appealing", True),
+        # ... or saying how long it has been without the thing.
+        ("what helps w cravings. 3 weeks today without the vape and nights are the worst", True),
+        ("two months off sugar and feeling great", True),
+        ("I fly out a week today", False),
         ("Yes please, something cheerful but not showing off.", False),
         ("I swapped the gym for a climbing wall", True),
         # A statement before the question it ends on still states; a question is asked.
@@ -236,6 +240,9 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # "may" the month, written in lower case, is no "may" of what might be.
         ("i fully ditched coffee in may so im making matcha every morning", "What do I drink?", True),
         ("I may switch to tea", "What do I drink?", False),
+        # "today" after the time that ran up to it counts, no one-off.
+        ("3 weeks today without the vape", "Do I vape?", True),
+        ("had a cigarette today, first in ages", "Do I smoke?", False),
         ("my insurance renewed at 171 a month and i didnt even get a ticket??", "What do I pay for insurance?", True),
         ("is 171 a month normal for insurance?", "What do I pay for insurance?", False),
     ],
