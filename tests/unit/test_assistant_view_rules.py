@@ -483,6 +483,25 @@ def test_a_newer_summary_answers_as_well_as_the_change_it_quotes() -> None:
     assert truth._replacements([old, summary], vectors, holds, speakers, alone) == []
 
 
+def test_a_newer_statement_close_to_the_older_answers_as_much_as_it_is_like_it() -> None:
+    def said(id_: str, at: float, relevance: float, content: str) -> RankedMemory:
+        memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Ahmed")
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    old = said("old", 1.0, 0.8, "still living at my parents' in Bradford while I save")
+    # Said in passing beside a request: it answers "what city am I living in?" far less well.
+    new = said("new", 9.0, 0.1, "the commute from my new flat in Leeds is so much shorter. can you scale a biryani")
+    holds = {"old": True, "new": True}
+    speakers = frozenset({"Ahmed"})
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _replacements reads no index
+    close = {"old": np.array([1.0, 0.0], dtype=np.float32), "new": np.array([0.6, 0.8], dtype=np.float32)}
+    pairs = truth._replacements([old, new], close, holds, speakers, _as_newer([old, new], [old, new]))
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("old", "new")]
+    # Barely about the same thing (cosine 0.25), it answers too little to replace it.
+    far = {"old": np.array([1.0, 0.0], dtype=np.float32), "new": np.array([0.25, 0.968], dtype=np.float32)}
+    assert truth._replacements([old, new], far, holds, speakers, _as_newer([old, new], [old, new])) == []
+
+
 @pytest.mark.parametrize(
     ("sessions", "asks_what_holds"),
     [

@@ -54,7 +54,10 @@ COMPETING_COSINE = 0.25
 # ... and the newer answers the question well enough (its relevance at least this share of the
 # older's): a kitten adopted later does not answer "what breed is my dog?" as the dog's own
 # mention does, though both are about pets; a change often leaves the subject unsaid ("I
-# switched to her Saturday session" for "when is my yoga class?").
+# switched to her Saturday session" for "when is my yoga class?"). What the newer says is also
+# judged through the older: one as close to it as this share answers what it answers, however
+# little it shares with the question ("the commute from my new flat in Leeds is so much
+# shorter. Question: ..." beside "still living at my parents' in Bradford").
 AS_RELEVANT = 0.4
 # The currency of a statement a newer one replaces: half, as the query alone judged it (the write
 # path's marks, which saw the change stated, weigh more: rank.OUTDATED_CURRENCY).
@@ -418,9 +421,13 @@ class CurrentTruth:
                 continue
             if not _same_speaker(older, newer):
                 continue
-            if float(unit[older.memory.id] @ unit[newer.memory.id]) < self._same_thing:
+            alike = float(unit[older.memory.id] @ unit[newer.memory.id])
+            if alike < self._same_thing:
                 continue
-            if as_newer[newer.memory.id] < AS_RELEVANT * older.breakdown.relevance:
+            # How well the newer answers: by its own relevance, or by the older's as far as it
+            # is like the older.
+            answers = max(as_newer[newer.memory.id], alike * older.breakdown.relevance)
+            if answers < AS_RELEVANT * older.breakdown.relevance:
                 continue
             if not holds[newer.memory.id]:
                 continue
