@@ -72,7 +72,9 @@ _MAY = (
 )
 _HYPOTHETICAL = re.compile(
     rf"\b(?:if|would|might|could|{_MAY}|maybe|perhaps|thinking (?:of|about)|considering|planning|plan to|hope|"
-    r"hoping|wish|someday|one day|dream|going to|gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
+    # "going to" a place is no plan ("been going to the 6:30pm classes").
+    r"hoping|wish|someday|one day|dream|going to(?! (?:the|a|an|my|our|his|her|their|bed|work|school|class)\b)|"
+    r"gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
     r"looking for|shopping for)\b",
     re.IGNORECASE,
 )
@@ -93,9 +95,10 @@ _PAST_RETOLD = re.compile(
 
 
 # Where a sentence's clauses part: each is judged on its own ("That's going to be my life now,
-# I was made store manager last week": the plan in the first does not undo the second).
+# I was made store manager last week": the plan in the first does not undo the second); not
+# inside a time ("6:30pm").
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:[,;:()\u2013\u2014]|\s-\s|\b(?:and|but|so|because|though|although|while)\b)\s*", re.IGNORECASE
+    r"\s*(?:[,;()\u2013\u2014]|:(?!\d)|\s-\s|\b(?:and|but|so|because|though|although|while)\b)\s*", re.IGNORECASE
 )
 # A clause with a subject of its own that is not the speaker ("Noor swims at 9 now").
 _THIRD_PERSON_SUBJECT = re.compile(r"^(?:the\s+\w+|[A-Z][a-z]+|he|she|they|it|this|that|there)\b")
@@ -127,6 +130,9 @@ _DENIED_CHANGE = re.compile(
 # anything ("something cheerful but not showing off"); with a time it tells a change.
 _DENIES_WITHOUT_SUBJECT = re.compile(
     r"^(?:no longer\s+\w+ing\b|not\s+\w+ing\b.*\b(?:these days|any ?more|nowadays|lately|since)\b|"
+    # ... or what it has been doing ("been going to the 6:30pm classes instead"): a change only
+    # where the clause words one.
+    r"(?:just\s+|really\s+)?been\s+\w+ing\b|"
     # ... or how long it has been without something ("3 weeks today without the vape", "two
     # months off sugar", "a year sober").
     r"(?:\w+\s+)?(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober)\b)",
@@ -232,6 +238,17 @@ def _opens_with_verb(clause: str) -> bool:
     """Whether `clause` opens with a verb, its subject left to the clause before."""
     first = clause.split(maxsplit=1)[:1]
     return bool(first) and bool({"VERB", "AUX"} & set(getAllLemmas(first[0].lower().strip("\"'("))))
+
+
+def not_current(text: str) -> bool:
+    """Whether `text` tells what is no current state of its speaker's: a sentence of it is an
+    addition, a one-off, a condition or the past retold ("we also got a kitten", "for once I
+    ran"); a request or a plan is not ("can you help me email my manager")."""
+    return any(
+        p.search(sentence)
+        for sentence in _stated_sentences(text)
+        for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)
+    )
 
 
 def replaces_what_held(text: str, question: str = "") -> bool:

@@ -24,7 +24,7 @@ from memsvc.llm.acknowledgements import is_acknowledgement
 from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
-from memsvc.pipeline.query.current import CurrentTruth, _as_newer, _first_person
+from memsvc.pipeline.query.current import CurrentTruth, _as_newer, _can_hold, _first_person
 from memsvc.pipeline.write.extraction import kind_of
 from memsvc.pipeline.write.facts import extract_claims, find_conflict
 from memsvc.pipeline.write.instructions import instruction_of
@@ -201,6 +201,10 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # ... or saying how long it has been without the thing.
         ("what helps w cravings. 3 weeks today without the vape and nights are the worst", True),
         ("two months off sugar and feeling great", True),
+        # ... or what it has been doing, where it words a change; "going to" a place is no plan,
+        # nor is a time a clause's end.
+        ("been going to the 6:30pm classes instead of the crack of dawn ones", True),
+        ("been going to the gym a lot", False),
         ("I fly out a week today", False),
         ("Yes please, something cheerful but not showing off.", False),
         ("I swapped the gym for a climbing wall", True),
@@ -472,7 +476,8 @@ def test_a_newer_summary_answers_as_well_as_the_change_it_quotes() -> None:
         source_ids=("request", "change"),
     )
     change = said("change", 8.9, 0.7, "they moved me to the late shift from this week, 2pm till 10pm")
-    vectors = {"old": np.array([1.0, 0.0], dtype=np.float32), "summary": np.array([0.8, 0.6], dtype=np.float32)}
+    # About the same thing, but not so close that it answers as the older does (cosine 0.3).
+    vectors = {"old": np.array([1.0, 0.0], dtype=np.float32), "summary": np.array([0.3, 0.954], dtype=np.float32)}
     truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _replacements reads no index
     holds = {"old": True, "summary": True}
     speakers = frozenset({"Ravi"})
@@ -481,6 +486,26 @@ def test_a_newer_summary_answers_as_well_as_the_change_it_quotes() -> None:
     # By its own relevance alone, a quarter of the older's, it answers too little to replace it.
     alone = _as_newer([old, summary], [old])
     assert truth._replacements([old, summary], vectors, holds, speakers, alone) == []
+
+
+@pytest.mark.parametrize(
+    ("quotes", "holds"),
+    [
+        # A request quoted beside a change leaves the change standing.
+        (["need help writing an email to my manager about my hours", "I've switched to the bike now"], True),
+        # An addition or a one-off quoted beside it is no current state of the user's.
+        (["we also got a kitten", "I've switched to the bike now"], False),
+        (["went for a run for once", "I've switched to the bike now"], False),
+        # Only requests: nothing of the user's to hold.
+        (["need help writing an email to my manager"], False),
+    ],
+)
+def test_a_summary_can_hold_now_when_a_quote_can_and_none_tells_another_state(quotes: list[str], holds: bool) -> None:
+    heading = "Conversation s2 on 9 May 2025 between Ines and assistant:"
+    content = "\n".join([heading, *(f"Ines: {q}" for q in quotes)])
+    memory = Memory("summary", NS, content, kind=MemoryKind.SUMMARY, session_id="s2", speaker_name="Ines")
+    summary = RankedMemory(memory, 0.5, ScoreBreakdown())
+    assert _can_hold(summary, "How does Ines get to work?", frozenset({"Ines"})) is holds
 
 
 def test_a_newer_statement_close_to_the_older_answers_as_much_as_it_is_like_it() -> None:

@@ -31,7 +31,7 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, RankedMemory, Role, StoredMemory
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
-from memsvc.llm.changes import replaces_what_held, states_a_change, states_something, tells_the_past
+from memsvc.llm.changes import not_current, replaces_what_held, states_a_change, states_something, tells_the_past
 from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
@@ -211,8 +211,14 @@ def _as_newer(statements: Sequence[RankedMemory], ranked: Sequence[RankedMemory]
 
 
 def _can_hold(r: RankedMemory, question: str, speakers: frozenset[str]) -> bool:
+    """Whether `r` can be what holds now: a statement that can (`replaces_what_held`); a session
+    summary when one of its quotes of the user's can and none tells what is no current state
+    (an addition, a one-off, ...): a request quoted beside a change leaves the change standing."""
     stated = [said for said in _said(r, speakers) if states_something(said)]
-    return bool(stated) and all(replaces_what_held(said, question) for said in stated)
+    if r.memory.kind is not MemoryKind.SUMMARY:
+        return bool(stated) and all(replaces_what_held(said, question) for said in stated)
+    holding = [replaces_what_held(said, question) for said in stated]
+    return any(holding) and not any(not held and not_current(said) for said, held in zip(stated, holding, strict=True))
 
 
 def _stated(r: RankedMemory, speakers: frozenset[str]) -> str:
