@@ -199,3 +199,17 @@ def test_a_stale_summary_gives_way_to_its_own_source_turn_in_the_context_block()
     assert "summary, may be outdated] Conversation s1" in alone
     fresh = compose_context([replace(summary, memory=summary.memory._replace(stale=False)), turn], 1_000).text
     assert "Boston" in fresh and "Denver" in fresh
+
+
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        # A question typed after the statement without its question mark is asked, not stated.
+        ("i just started at the hospital, any tips for night shifts", "Nadia just started at the hospital."),
+        ("I work at Acme, how do I ask for a raise", "Nadia works at Acme."),
+        # ... while a clause that goes on about what was named stays.
+        ("I moved to Leeds, where I work now", "Nadia moved to Leeds, where Nadia works now."),
+    ],
+)
+def test_a_question_typed_after_a_statement_is_left_out_of_what_is_extracted(said: str, told: str) -> None:
+    assert [m.content for m in extract_by_rules([stored(said, "Nadia")], [])] == [told]

@@ -209,6 +209,17 @@ def kind_of(content: str, role: Role) -> MemoryKind:
 _CLAUSE_LEAD = re.compile(r"^(?:[\w'-]+\s+){0,3}?[\w'-]+[,:;\u2013\u2014-]\s+(?=(?:I|I'm|I've|my|My)\b)")
 
 
+# A question typed after a statement without its question mark ("my sister just moved to
+# denver, whats a good housewarming gift"): it is asked, not stated, so it is left out.
+_ASKED_AFTER = re.compile(
+    # Not "which", "who", "where" or "when": after a comma they go on about what was named
+    # ("I moved to Leeds, where I work").
+    r",\s+(?:(?:so|and|but|also)\s+)?(?:what|whats|what's|how|why|any|anything|"
+    r"can you|could you|would you|should I|do I|do you|is it|is there|are there)\b.*$",
+    re.IGNORECASE,
+)
+
+
 # The pronoun as typed on a phone ("im a nurse", "i love it", "ive got two"), as written.
 _TYPED_I = re.compile(r"(?<![\w'\u2019])(?:i|im|ive|Im|Ive|i'm|i've|i'll|i'd)(?![\w'\u2019])")
 _WRITTEN_I = {"i": "I", "im": "I'm", "ive": "I've"}
@@ -223,7 +234,7 @@ def _sentences(content: str) -> list[str]:
     out = []
     for raw in sentences(content):
         sentence = _LEAD.sub("", _TYPED_I.sub(_written_i, raw)).strip()
-        sentence = _CLAUSE_LEAD.sub("", sentence)
+        sentence = _ASKED_AFTER.sub("", _CLAUSE_LEAD.sub("", sentence))
         if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
             sentence = sentence[0].upper() + sentence[1:]
         out.append(sentence)
