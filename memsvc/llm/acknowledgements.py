@@ -49,7 +49,7 @@ _INTERJECTIONS = frozenset(
     nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
     sorted cracking lush grand stoked buzzing swell dandy fr frfr
     eish ag yoh haibo aiyo aiyoh aiya aiyah alamak wah wahh lah leh lor shiok arre arey yaar abeg ehen haba
-    ayy ayyy och ach hala naks chur
+    ayy ayyy och ach hala naks chur oya o paiseh paisey grabe poa okie dokie roger aight
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _COURTESIES = frozenset(
@@ -58,7 +58,7 @@ _COURTESIES = frozenset(
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
     fun wishes wish hope hoping xoxo safe travels np anytime
     gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
-    shukriya thanx thnx tq po
+    shukriya thanx thnx tq po sana wahala million ton tons bunch heaps
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.
@@ -66,7 +66,7 @@ _ASSENT = frozenset(
     """
     yes yeah yep yup ya yah sure right true indeed exactly totally absolutely definitely certainly agreed agree
     fair same precisely correct course no nope nah not don't do does did def defo deffo
-    ja nee aye haan yebo sawa sige ji achha acha accha theek
+    ja nee aye haan yebo sawa sige ji achha acha accha theek thik hai
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # How a reply judges what it reacts to, and the words such judgements are made of.
@@ -90,7 +90,9 @@ _REACTION_NOUNS = frozenset(
 )
 # How people address whoever they reply to without naming them ("cheers mate", "thanks guys").
 _ADDRESS = frozenset(
-    "mate mates dude man buddy pal bro bruv guys folks fam friend love luv hun hen babe sir madam dear".split()  # noqa: SIM905
+    """
+    mate mates dude man buddy pal bro bruv guys folks fam friend love luv hun hen babe sir madam ma dear legend
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
 _LEADS = _INTERJECTIONS | _COURTESIES | _EVALUATIONS
@@ -169,6 +171,8 @@ _WISH = re.compile(
     r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien)|"
     # Greetings passed on ("Say hi to your mum!", "Give Biscuit a scratch from me!").
     r"(?:say|send)\s+(?:hi|hello|hey)|(?:send|give)\s+(?:my|our)\s+love|"
+    # Blessings, in whatever faith ("God bless", "stay blessed", "inshallah it goes well").
+    r"(?:god\s+)?bless(?:\s+you)?|(?:stay|be)\s+blessed|amen|in\s?sha?'?\s?a?llah|ma\s?sha?'?\s?a?llah|alhamdulillah|"
     r"give\s+(?:[\w']+\s+){1,2}(?:a\s+|some\s+)?(?:hugs?|scratch(?:es)?|pats?|cuddles?|kiss(?:es)?|squeeze)\s+"
     r"(?:for|from)\s+(?:me|us))\b",
     re.IGNORECASE,
