@@ -49,7 +49,7 @@ _INTERJECTIONS = frozenset(
     nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
     sorted cracking lush grand stoked buzzing swell dandy fr frfr
     eish ag yoh haibo aiyo aiyoh aiya aiyah alamak wah wahh lah leh lor shiok arre arey yaar abeg ehen haba
-    ayy ayyy och ach hala naks chur oya o paiseh paisey grabe poa okie dokie roger aight
+    ayy ayyy och ach hala naks chur oya o paiseh paisey grabe poa okie dokie roger aight jubbly
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _COURTESIES = frozenset(
@@ -58,7 +58,7 @@ _COURTESIES = frozenset(
     later day night morning evening afternoon hi hello hey care soon luck congrats congratulations kudos bravo enjoy
     fun wishes wish hope hoping xoxo safe travels np anytime
     gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
-    shukriya thanx thnx tq po sana wahala million ton tons bunch heaps
+    shukriya thanx thnx tq po sana wahala million ton tons bunch heaps dhanyavad dhanyawad muchly needful
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.
@@ -85,13 +85,14 @@ _EVALUATIONS = frozenset(
 _REACTION_NOUNS = frozenset(
     """
     idea ideas plan news update tip tips advice suggestion suggestions info information help point question
-    reminder choice call pick chat talk note shout explanation explanations
+    reminder choice call pick chat talk note shout explanation explanations patience
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # How people address whoever they reply to without naming them ("cheers mate", "thanks guys").
 _ADDRESS = frozenset(
     """
-    mate mates dude man buddy pal bro bruv guys folks fam friend love luv hun hen babe sir madam ma dear legend
+    mate mates dude man buddy pal bro bruv bru boet bhai bhaiya didi oga guys folks fam friend love luv hun hen babe
+    sir madam ma dear legend
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _PHATIC = _INTERJECTIONS | _COURTESIES | _EVALUATIONS | _REACTION_NOUNS | _ADDRESS
@@ -288,7 +289,9 @@ def is_acknowledgement(
         # "found it", "ok ordering": what the user does with it; anything else states something.
         doing = [w for w in other if w not in _WHEN]
         return (
-            words <= _MAX_UPTAKE_WORDS
+            # Thanks may run long ("Thank you so much for the detailed explanation, it was very
+            # helpful."): what decides is the little else it says.
+            (words <= _MAX_UPTAKE_WORDS or (led and words <= 2 * _MAX_REACTION_WORDS))
             and len(doing) <= _MAX_OTHER_WORDS
             and (_only_doing(doing, text) or (len(answered.split()) > _MAX_REMARK_WORDS and _only_judging(doing, text)))
         )

@@ -110,6 +110,23 @@ NS = Namespace("t", "p", "e", "u")
         ("no wahala, thank you ma", "Soak the beans overnight.", Role.USER, Role.ASSISTANT, True),
         ("thik hai, thanks a ton", "Take the metro to Rajiv Chowk.", Role.USER, Role.ASSISTANT, True),
         ("asante sana", "The matatu stage is by the market.", Role.USER, Role.ASSISTANT, True),
+        ("Okay, I will do the needful", "Renew the licence online before the 15th.", Role.USER, Role.ASSISTANT, True),
+        ("Thanks a lot bhai", "Book the Tatkal ticket at 10am sharp.", Role.USER, Role.ASSISTANT, True),
+        # Thanks run long and say nothing else; beside the user's own news they state it.
+        (
+            "Thank you so much for your patience, it was really very helpful",
+            "Soak the beans overnight in cold water, then cook them for 40 minutes on a low flame.",
+            Role.USER,
+            Role.ASSISTANT,
+            True,
+        ),
+        (
+            "thanks so much, my mum will be thrilled with this recipe",
+            "Soak the beans overnight in cold water, then cook them for 40 minutes on a low flame.",
+            Role.USER,
+            Role.ASSISTANT,
+            False,
+        ),
         ("ok thank you, God bless", "Drink plenty of water today.", Role.USER, Role.ASSISTANT, True),
         ("Inshallah it goes well!", "the interview is tomorrow", Role.ASSISTANT, Role.USER, True),
         ("blessed with twins last week", "How is the family?", Role.USER, Role.ASSISTANT, False),
