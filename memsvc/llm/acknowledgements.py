@@ -162,7 +162,7 @@ _ADVICE_LEAD = re.compile(
 # ("Have a safe flight"); the third, what a good one is wished for ("Have a spooky fun time!").
 _WISHED = (
     "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous best "
-    "splendid safe relaxing restful smooth happy productive fun blast"
+    "splendid safe relaxing restful smooth happy productive fun blast blessed"
 )
 _WISHED_FOR = "time day night evening weekend week trip holiday vacation visit flight journey ride party one"
 _WISH = re.compile(
@@ -173,7 +173,7 @@ _WISH = re.compile(
     # Greetings passed on ("Say hi to your mum!", "Give Biscuit a scratch from me!").
     r"(?:say|send)\s+(?:hi|hello|hey)|(?:send|give)\s+(?:my|our)\s+love|"
     # Blessings, in whatever faith ("God bless", "stay blessed", "inshallah it goes well").
-    r"(?:god\s+)?bless(?:\s+you)?|(?:stay|be)\s+blessed|amen|in\s?sha?'?\s?a?llah|ma\s?sha?'?\s?a?llah|alhamdulillah|"
+    r"(?:god\s+)?bless(?:\s+you)?|(?:stay|be)\s+blessed|amen|(?:\w+\s+)?mubarak|take\s+it\s+easy|in\s?sha?'?\s?a?llah|ma\s?sha?'?\s?a?llah|alhamdulillah|"
     r"give\s+(?:[\w']+\s+){1,2}(?:a\s+|some\s+)?(?:hugs?|scratch(?:es)?|pats?|cuddles?|kiss(?:es)?|squeeze)\s+"
     r"(?:for|from)\s+(?:me|us))\b",
     re.IGNORECASE,

@@ -129,6 +129,8 @@ NS = Namespace("t", "p", "e", "u")
         ),
         ("ok thank you, God bless", "Drink plenty of water today.", Role.USER, Role.ASSISTANT, True),
         ("Inshallah it goes well!", "the interview is tomorrow", Role.ASSISTANT, Role.USER, True),
+        ("Eid Mubarak!", "off to my parents' for Eid", Role.ASSISTANT, Role.USER, True),
+        ("Have a blessed Sunday!", "thanks, it worked", Role.ASSISTANT, Role.USER, True),
         ("blessed with twins last week", "How is the family?", Role.USER, Role.ASSISTANT, False),
         ("ja, I live in Durban now", "Is the weather nice there?", Role.USER, Role.ASSISTANT, False),
         ("my kids are wild", "The park by the river has a splash pad for kids.", Role.USER, Role.ASSISTANT, False),
