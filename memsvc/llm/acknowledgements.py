@@ -158,8 +158,9 @@ _ADVICE_LEAD = re.compile(
 
 
 # A wish ("Have a great trip!", "Enjoy the BBQ!", "Happy Thanksgiving!", "Good luck with it",
-# "Congrats on the new job!", "Say hi to your mum!"): courtesy, whatever it names. The second list: what a wish wishes
-# ("Have a safe flight"); the third, what a good one is wished for ("Have a spooky fun time!").
+# "Congrats on the new job!", "Say hi to your mum!", "God bless"): courtesy, whatever it names.
+# The second list: what a wish wishes ("Have a safe flight"); the third, what a good one is
+# wished for ("Have a spooky fun time!").
 _WISHED = (
     "good great nice lovely wonderful fantastic brilliant super terrific amazing awesome fabulous marvellous best "
     "splendid safe relaxing restful smooth happy productive fun blast blessed"
@@ -172,10 +173,11 @@ _WISH = re.compile(
     r"(?:bon|buen|buon|guten|bonne|buena|viel)\s+\w+|de\s+(?:nada|rien)|"
     # Greetings passed on ("Say hi to your mum!", "Give Biscuit a scratch from me!").
     r"(?:say|send)\s+(?:hi|hello|hey)|(?:send|give)\s+(?:my|our)\s+love|"
-    # Blessings, in whatever faith ("God bless", "stay blessed", "inshallah it goes well").
-    r"(?:god\s+)?bless(?:\s+you)?|(?:stay|be)\s+blessed|amen|(?:\w+\s+)?mubarak|take\s+it\s+easy|in\s?sha?'?\s?a?llah|ma\s?sha?'?\s?a?llah|alhamdulillah|"
     r"give\s+(?:[\w']+\s+){1,2}(?:a\s+|some\s+)?(?:hugs?|scratch(?:es)?|pats?|cuddles?|kiss(?:es)?|squeeze)\s+"
-    r"(?:for|from)\s+(?:me|us))\b",
+    r"(?:for|from)\s+(?:me|us)|take\s+it\s+easy|"
+    # Blessings, in whatever faith ("God bless", "stay blessed", "Eid Mubarak", "inshallah it goes well").
+    r"(?:god\s+)?bless(?:\s+you)?|(?:stay|be)\s+blessed|amen|(?:\w+\s+)?mubarak|"
+    r"in\s?sha?'?\s?a?llah|ma\s?sha?'?\s?a?llah|alhamdulillah)\b",
     re.IGNORECASE,
 )
 # Cheering somebody on ("Go Brewers!", "Go team!").
@@ -353,7 +355,7 @@ def _reacts_to_what_it_echoes(
 
 
 # A clause said back holds a subject or a negation: an option picked is a thing ("the blue one").
-_CLAUSE_WORDS = frozenset("he she they it you we not n't no never".split())  # noqa: SIM905
+_CLAUSE_WORDS = frozenset("he she they it you we not no never".split())  # noqa: SIM905
 # How many of the assistant's words in a row a reply says back to repeat a clause of it.
 _MIN_REPEATED_WORDS = 3
 
