@@ -533,6 +533,21 @@ def test_a_summary_can_hold_now_when_a_quote_can_and_none_tells_another_state(qu
     assert _can_hold(summary, "How does Ines get to work?", frozenset({"Ines"})) is holds
 
 
+def test_the_quote_through_which_a_replaced_summary_answered_is_replaced_with_it() -> None:
+    def said(id_: str, at: float, relevance: float, content: str, **extra: object) -> RankedMemory:
+        memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Frank", **extra)  # type: ignore[arg-type]
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    price = said("price", 1.0, 1.0, "I pay Spectrum $55 a month for 300 Mbps internet.")
+    aside = said("aside", 1.1, 0.1, "My neighbour says I am overpaying.")
+    summary = said("summary", 1.2, 0.9, "...", kind=MemoryKind.SUMMARY, source_ids=("price", "aside"))
+    newer = said("newer", 9.0, 0.2, "They put me on $65 a month for a year.")
+    pairs = CurrentTruth._quotes_replaced([price, aside, summary, newer], [(summary, newer)])
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("price", "newer")]
+    # A quote said after the newer statement is not what it replaced.
+    assert CurrentTruth._quotes_replaced([price, aside, summary], [(summary, said("newer", 0.5, 0.2, "..."))]) == []
+
+
 def test_a_newer_statement_close_to_the_older_answers_as_much_as_it_is_like_it() -> None:
     def said(id_: str, at: float, relevance: float, content: str) -> RankedMemory:
         memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Ahmed")

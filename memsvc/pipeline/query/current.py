@@ -448,7 +448,30 @@ class CurrentTruth:
             changed = changes[new] or find_conflict(claims[old], claims[new]) is not None
             if changed:
                 pairs.append((older, newer))
-        return pairs
+        return pairs + self._quotes_replaced(statements, pairs)
+
+    @staticmethod
+    def _quotes_replaced(
+        statements: Sequence[RankedMemory], pairs: Sequence[tuple[RankedMemory, RankedMemory]]
+    ) -> list[tuple[RankedMemory, RankedMemory]]:
+        """(quote, newer) for each replaced session summary: the quote of it among `statements`
+        that answers the question best is what the newer replaced, as the summary answered
+        through it ("I pay Spectrum $55 a month" in the summary a later one replaces)."""
+        by_id = {r.memory.id: r for r in statements}
+        known = {(a.memory.id, b.memory.id) for a, b in pairs}
+        out = []
+        for older, newer in pairs:
+            if older.memory.kind is not MemoryKind.SUMMARY:
+                continue
+            quotes = [by_id[i] for i in older.memory.source_ids if i in by_id]
+            if not quotes:
+                continue
+            best = max(quotes, key=lambda r: r.breakdown.relevance)
+            if (best.memory.id, newer.memory.id) in known or best.memory.created_at >= newer.memory.created_at:
+                continue
+            known.add((best.memory.id, newer.memory.id))
+            out.append((best, newer))
+        return out
 
     async def _vectors(self, plan: QueryPlan, ids: Sequence[str], deadline: Deadline) -> dict[str, Vector]:
         try:
