@@ -47,7 +47,9 @@ def asks_about_the_past(query: str) -> bool:
 
 
 _PRESENT_CUE = re.compile(
-    r"\b(?:now|currently|these days|at the moment|nowadays|still|right now|at present|any more|anymore)\b", re.I
+    r"\b(?:now|currently|these days|at the moment|nowadays|still|right now|at present|any more|anymore|"
+    r"at this point|at this stage|as things stand|at the minute|presently)\b",
+    re.I,
 )
 _PRESENT_VERB = re.compile(
     r"\b(?:is|are|am|do|does|don't|doesn't|have|has|can|should|must)\b|['\u2019](?:s|re|m)\b", re.IGNORECASE

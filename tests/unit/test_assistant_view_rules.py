@@ -402,6 +402,8 @@ def test_third_person_keeps_adverbs_and_tense(sentence: str, told: str) -> None:
         ("What music helps me concentrate?", False, True),
         ("What music helped me concentrate?", False, False),
         ("Who cuts my hair?", False, True),
+        ("What is Jake to Brianna at this point?", False, True),
+        ("Where is Omar working at the minute?", False, True),
     ],
 )
 def test_questions_about_the_present_and_the_past(question: str, past: bool, present: bool) -> None:
