@@ -49,6 +49,24 @@ def first_at(response: Any, words: str) -> int | None:
     return next((i for i, r in enumerate(response.memories) if words in r.memory.content), None)
 
 
+def one_session_each(s: RunningServer, who: str, told: list[tuple[int, str]]) -> None:
+    """Each (day, what the user says) as a session of its own, the assistant answering."""
+    for n, (day, text) in enumerate(told):
+        add_conversation(s, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas.")))
+
+
+def assert_newer_first(response: Any, newer: str, older: str) -> None:
+    """The newer statement in the top 3, above the older one (if returned at all)."""
+    new, old = first_at(response, newer), first_at(response, older)
+    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in response.memories]
+
+
+def assert_no_result_in_any_mode(s: RunningServer, who: str, question: str, words: str) -> None:
+    for mode in MODES:
+        answer = ask(s, who, question, mode)
+        assert all(words not in r.memory.content for r in answer.memories), [r.memory.content for r in answer.memories]
+
+
 def move_story(s: RunningServer, who: str) -> None:
     add_conversation(
         s,
@@ -143,19 +161,20 @@ def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_p
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_change_typed_without_its_subject_outranks_the_habit_it_ends(server: RunningServer, mode: str) -> None:
     who = f"lena-{mode}"
-    sessions = [
-        (0, "what do i wear to bike to work when its 25 degrees. its 7 miles each way and my ears are freezing"),
-        (40, "someone stole my bike from outside the office, who do i report it to"),
-        (80, "not biking to work these days, just taking the 22 bus since the theft. any podcast for a 30 min ride"),
-        (140, "can i get a cheaper monthly pass through my employer"),
-    ]
-    for n, (day, text) in enumerate(sessions):
-        add_conversation(
-            server, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas."))
-        )
-    answer = ask(server, who, "What's my way of commuting at this point?", mode)
-    new, old = first_at(answer, "22 bus"), first_at(answer, "25 degrees")
-    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
+    one_session_each(
+        server,
+        who,
+        [
+            (0, "what do i wear to bike to work when its 25 degrees. its 7 miles each way and my ears are freezing"),
+            (40, "someone stole my bike from outside the office, who do i report it to"),
+            (
+                80,
+                "not biking to work these days, just taking the 22 bus since the theft. any podcast for a 30 min ride",
+            ),
+            (140, "can i get a cheaper monthly pass through my employer"),
+        ],
+    )
+    assert_newer_first(ask(server, who, "What's my way of commuting at this point?", mode), "22 bus", "25 degrees")
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -163,18 +182,18 @@ def test_a_habit_ended_told_as_how_long_it_has_been_without_it_outranks_the_habi
     server: RunningServer, mode: str
 ) -> None:
     who = f"mara-{mode}"
-    sessions = [
-        (0, "which red goes with lamb? i have a glass of red most nights anyway so a bottle wont go to waste"),
-        (50, "two months today without alcohol and sleeping so much better. what do i bring to a bbq instead"),
-        (90, "how do i descale a kettle"),
-    ]
-    for n, (day, text) in enumerate(sessions):
-        add_conversation(
-            server, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas."))
-        )
-    answer = ask(server, who, "Do I still drink wine in the evenings?", mode)
-    new, old = first_at(answer, "without alcohol"), first_at(answer, "most nights")
-    assert new is not None and new < 3 and (old is None or new < old), [r.memory.content for r in answer.memories]
+    one_session_each(
+        server,
+        who,
+        [
+            (0, "which red goes with lamb? i have a glass of red most nights anyway so a bottle wont go to waste"),
+            (50, "two months today without alcohol and sleeping so much better. what do i bring to a bbq instead"),
+            (90, "how do i descale a kettle"),
+        ],
+    )
+    assert_newer_first(
+        ask(server, who, "Do I still drink wine in the evenings?", mode), "without alcohol", "most nights"
+    )
 
 
 def test_a_reply_that_says_back_what_the_assistant_said_is_no_result(server: RunningServer) -> None:
@@ -189,11 +208,7 @@ def test_a_reply_that_says_back_what_the_assistant_said_is_no_result(server: Run
             user("lol yeah she wants breakfast"),
         ),
     )
-    for mode in MODES:
-        answer = ask(server, "omar", "why does my cat wake me up?", mode)
-        assert all("lol yeah" not in r.memory.content for r in answer.memories), [
-            r.memory.content for r in answer.memories
-        ]
+    assert_no_result_in_any_mode(server, "omar", "why does my cat wake me up?", "lol yeah")
 
 
 def test_a_reply_that_only_judges_what_the_assistant_suggested_is_no_result(server: RunningServer) -> None:
@@ -208,11 +223,7 @@ def test_a_reply_that_only_judges_what_the_assistant_suggested_is_no_result(serv
             user("the foam roller thing is genius"),
         ),
     )
-    for mode in MODES:
-        answer = ask(server, "theo", "what helps my back after work?", mode)
-        assert all("genius" not in r.memory.content for r in answer.memories), [
-            r.memory.content for r in answer.memories
-        ]
+    assert_no_result_in_any_mode(server, "theo", "what helps my back after work?", "genius")
 
 
 def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted(server: RunningServer) -> None:
