@@ -59,6 +59,8 @@ _COURTESIES = frozenset(
     fun wishes wish hope hoping xoxo safe travels np anytime
     gracias merci danke grazie obrigado obrigada arigato arigatou spasibo shukran asante salamat dhanyavaad
     shukriya thanx thnx tq po sana wahala million ton tons bunch heaps dhanyavad dhanyawad muchly needful
+    beaucoup muchas mille schön schoen terima kasih xie tusen takk kiitos khob khun cảm ơn jazeelan raba
+    ngiyabonga dankie efcharisto teşekkürler tesekkurler gamsahamnida
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Words that answer a yes/no question: a reaction after a statement, an answer after a question.

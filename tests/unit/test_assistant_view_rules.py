@@ -110,6 +110,8 @@ NS = Namespace("t", "p", "e", "u")
         ("no wahala, thank you ma", "Soak the beans overnight.", Role.USER, Role.ASSISTANT, True),
         ("thik hai, thanks a ton", "Take the metro to Rajiv Chowk.", Role.USER, Role.ASSISTANT, True),
         ("asante sana", "The matatu stage is by the market.", Role.USER, Role.ASSISTANT, True),
+        ("terima kasih!", "The LRT runs every 5 minutes at peak.", Role.USER, Role.ASSISTANT, True),
+        ("merci beaucoup", "Take the 38 bus from the station.", Role.USER, Role.ASSISTANT, True),
         ("Okay, I will do the needful", "Renew the licence online before the 15th.", Role.USER, Role.ASSISTANT, True),
         ("Thanks a lot bhai", "Book the Tatkal ticket at 10am sharp.", Role.USER, Role.ASSISTANT, True),
         # Thanks run long and say nothing else; beside the user's own news they state it.
