@@ -196,34 +196,34 @@ def test_a_habit_ended_told_as_how_long_it_has_been_without_it_outranks_the_habi
     )
 
 
-def test_a_reply_that_says_back_what_the_assistant_said_is_no_result(server: RunningServer) -> None:
-    add_conversation(
-        server,
-        "omar",
-        "s1",
-        said(
-            JAN_2025,
-            user("my cat knocks everything off the counter at 5am, why"),
-            assistant("She wants breakfast, and it works: you get up. Feed her from a timer feeder at 5."),
-            user("lol yeah she wants breakfast"),
+@pytest.mark.parametrize(
+    ("who", "asked", "answer", "reply", "question", "words"),
+    [
+        # A reply that says a clause of the assistant's back.
+        (
+            "omar",
+            "my cat knocks everything off the counter at 5am, why",
+            "She wants breakfast, and it works: you get up. Feed her from a timer feeder at 5.",
+            "lol yeah she wants breakfast",
+            "why does my cat wake me up?",
+            "lol yeah",
         ),
-    )
-    assert_no_result_in_any_mode(server, "omar", "why does my cat wake me up?", "lol yeah")
-
-
-def test_a_reply_that_only_judges_what_the_assistant_suggested_is_no_result(server: RunningServer) -> None:
-    add_conversation(
-        server,
-        "theo",
-        "s1",
-        said(
-            JAN_2025,
-            user("my lower back aches after long shifts on my feet, what helps"),
-            assistant("Stretch your hip flexors, and roll your back on a foam roller for five minutes at night."),
-            user("the foam roller thing is genius"),
+        # A reply that only judges what the assistant suggested.
+        (
+            "theo",
+            "my lower back aches after long shifts on my feet, what helps",
+            "Stretch your hip flexors, and roll your back on a foam roller for five minutes at night.",
+            "the foam roller thing is genius",
+            "what helps my back after work?",
+            "genius",
         ),
-    )
-    assert_no_result_in_any_mode(server, "theo", "what helps my back after work?", "genius")
+    ],
+)
+def test_a_reply_that_only_reacts_to_what_the_assistant_said_is_no_result(
+    server: RunningServer, who: str, asked: str, answer: str, reply: str, question: str, words: str
+) -> None:
+    add_conversation(server, who, "s1", said(JAN_2025, user(asked), assistant(answer), user(reply)))
+    assert_no_result_in_any_mode(server, who, question, words)
 
 
 def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted(server: RunningServer) -> None:
