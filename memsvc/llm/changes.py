@@ -55,7 +55,10 @@ _ADDITION = re.compile(
 )
 _ONE_OFF = re.compile(
     # "today" after a time that ran up to it is a count, no one-off ("3 weeks today without the vape").
-    r"\b(?:for once|this time|just this once|one[- ]off|tonight|(?<!days )(?<!weeks )(?<!months )(?<!years )today|"
+    # "this time" after "again" names the newest of repeated changes ("changed majors again,
+    # public health this time"), not an occasion.
+    r"^(?![^.!?]*\bagain\b)[^.!?]*\bthis time\b|"
+    r"\b(?:for once|just this once|one[- ]off|tonight|(?<!days )(?<!weeks )(?<!months )(?<!years )today|"
     r"this morning|this evening|this afternoon|"
     r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once|"
     # A stay or a loan that ends: where one is or what one has for a while is no new home or car.
@@ -75,7 +78,8 @@ _HYPOTHETICAL = re.compile(
     # "going to" a place is no plan ("been going to the 6:30pm classes").
     r"hoping|wish|someday|one day|dream|going to(?! (?:the|a|an|my|our|his|her|their|bed|work|school|class)\b)|"
     r"gonna|want to|wanna|should I|will|I'll|we'll|need|needs|"
-    r"looking for|shopping for)\b",
+    # Searching among options is not having one ("now I'm looking at a couple of flats").
+    r"looking (?:for|at|into)|shopping (?:for|around)|browsing|hunting for|(?:house|flat|apartment|job)[- ]hunting)\b",
     re.IGNORECASE,
 )
 # What makes a whole sentence hypothetical, not only its clause.
@@ -106,7 +110,7 @@ _THIRD_PERSON_SUBJECT = re.compile(r"^(?:the\s+\w+|[A-Z][a-z]+|he|she|they|it|th
 _PERSON_SUBJECT = re.compile(
     rf"^(?:\w+\s+){{0,3}}?(?i:my|our)\s+(?:\w+\s+)?(?P<person>(?i:{_PERSON}))(?:'s)?\b|"
     r"^(?:\w+\s+)?(?P<pronoun>(?i:he|she|they|he's|she's|they're|they've))\b|"
-    r"^(?P<name>[A-Z][a-z]+)\s+(?!is\b)",
+    r"^(?P<name>[A-Z][a-z]+)(?:['\u2019]s)?\s+(?!is\b)",
 )
 
 
@@ -198,7 +202,7 @@ _MIN_STATEMENT_WORDS = 3
 # A question typed without its question mark ("how cold is the lake in summer though").
 _ASKS = re.compile(
     # After a word that only opens the sentence ("so what ...", "ok how ..."), not "back when ...".
-    r"^(?:(?:so|and|but|well|ok|okay|oh|hey|hi|hmm|also|then|anyway|btw|quick),?\s+)?(?:what|which|who|whom|where|when|why|how|can|could|would|will|should|shall|is|are|do|does|did|"
+    r"^(?:(?:so|and|but|well|ok|okay|oh|hey|hi|hmm|also|then|anyway|btw|quick),?\s+)?(?:what|whats|which|who|whom|where|when|why|how|hows|can|could|would|will|should|shall|is|are|do|does|did|"
     r"any|anything|anywhere)\b(?!\s+but\b)",  # "anything but horror" states a taste
     re.IGNORECASE,
 )
@@ -232,6 +236,20 @@ def tells_the_past(text: str) -> bool:
     morning", "I used to smoke"): history, not what holds now."""
     stated = _stated_sentences(text)
     return bool(stated) and all(_PAST_RETOLD.search(s) for s in stated)
+
+
+_RELATIVE = re.compile(r"(?:which|who|whom|whose|what|how)(?:['\u2019]?s)?\b", re.IGNORECASE)
+
+
+def _says_anything(clause: str) -> bool:
+    """Whether `clause` can state something: words of it ("vegan now", "only Disney+ from now
+    on"), or one that names the speaker or can be a verb ("Married!"); "Anyway", "lol" or a
+    place in a list ("Chorlton") state nothing of their own."""
+    return (
+        len(clause.split()) > 1
+        or bool(_FIRST_PERSON.search(clause))
+        or any({"VERB", "AUX"} & set(getAllLemmas(word.lower().strip("\"'(!.?"))) for word in clause.split())
+    )
 
 
 def _opens_with_verb(clause: str) -> bool:
@@ -269,7 +287,9 @@ def replaces_what_held(text: str, question: str = "") -> bool:
         others = False
         for clause in _CLAUSE_BREAK.split(sentence):
             others = others and _opens_with_verb(clause)
-            if _HYPOTHETICAL.search(clause):
+            # A relative clause tells of what the clause before named, and a question asks ("...,
+            # which is better for a girl on a budget", "whats a good gift"): nothing of theirs.
+            if _HYPOTHETICAL.search(clause) or _RELATIVE.match(clause):
                 continue
             person = _PERSON_SUBJECT.search(clause.strip())
             named = "" if person is None else (person.group("person") or _name(person.group("name") or "")).lower()
@@ -279,6 +299,6 @@ def replaces_what_held(text: str, question: str = "") -> bool:
             if named and named not in asked:
                 others = True
                 continue
-            if clause.strip() and not others:
+            if _says_anything(clause) and not others:
                 return True
     return False

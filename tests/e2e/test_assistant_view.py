@@ -333,6 +333,40 @@ def test_someone_elses_move_supersedes_nothing(server: RunningServer) -> None:
     assert not any(r.memory.outdated for r in answer.memories if "Boston" in r.memory.content)
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
+    who = f"siobhan-{mode}"
+    sessions = [
+        [
+            user("quick one, how do I get tea stains out of my mugs"),
+            assistant("Scrub them with a paste of baking soda and a little water, then rinse."),
+            user("hiya, I live in Manchester and my flat is damp as anything, black mould in the bedroom. help"),
+            assistant("Report the mould to your landlord in writing with photos, and wipe it with a mould remover."),
+            user("would a dehumidifier help?"),
+            assistant("Yes, a compressor one pulls a lot of water out of a damp flat."),
+        ],
+        [
+            user(
+                "back when I lived in Cork we never had this damp problem lol. Anyway, now I'm looking at a couple "
+                "of other flats, Chorlton and Didsbury, which is better for a girl on a budget who loves a pub"
+            ),
+            assistant("Chorlton is a bit cheaper with lots of independent pubs; Didsbury is leafier and pricier."),
+            user("Chorlton it is"),
+            assistant("Good choice. Check how far the tram stop is too."),
+        ],
+        [
+            user("I need a Halloween costume using stuff I already have, a black dress and a lot of eyeliner"),
+            assistant("Try Wednesday Addams, a black cat with eyeliner whiskers, or a witch."),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 60 * DAY, *turns))
+    answer = ask(server, who, "which city do I live in right now?", mode)
+    at = first_at(answer, "Manchester")
+    assert at is not None and at < 3, [r.memory.content for r in answer.memories]
+    assert not any(r.memory.outdated for r in answer.memories if "Manchester" in r.memory.content)
+
+
 def test_an_acknowledgement_is_context_of_the_turn_it_answers_never_a_result(server: RunningServer) -> None:
     move_story(server, "cy")
     for mode in MODES:

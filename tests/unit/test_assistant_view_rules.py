@@ -276,6 +276,17 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         ("had a cigarette today, first in ages", "Do I smoke?", False),
         ("my insurance renewed at 171 a month and i didnt even get a ticket??", "What do I pay for insurance?", True),
         ("is 171 a month normal for insurance?", "What do I pay for insurance?", False),
+        # Options looked at are not had; a relative clause, a question typed without its mark, a
+        # word that opens the sentence or a place in a list states nothing of the speaker's.
+        ("Anyway, now I'm looking at a couple of flats in Chorlton and Didsbury", "Where do I live?", False),
+        ("flat hunting in Leeds now", "Where do I live?", False),
+        ("my sister moved to Leeds, which is better for a girl on a budget", "Where do I live?", False),
+        ("my sister moved to Denver, whats a good gift i can ship her", "Where do I live?", False),
+        ("my friend got divorced, Tom's been great about it", "Who is my husband?", False),
+        ("I moved to Leeds, which is cheaper", "Where do I live?", True),
+        # "this time" after "again" names the newest value, not an occasion.
+        ("changed majors AGAIN lol, public health this time.", "What do I study?", True),
+        ("I'm driving this time", "What do I drive?", False),
     ],
 )
 def test_what_can_hold_now_depends_on_whom_the_question_asks_about(text: str, question: str, holds: bool) -> None:
