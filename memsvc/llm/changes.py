@@ -29,6 +29,8 @@ _CHANGE = re.compile(
     r"left|broke up|split up|got (?:married|engaged|divorced|a new)|became|become|turned|sold|got rid of|traded in|"
     r"(?:go|goes|going|went|gone) (?:up|down)|rais(?:ed|ing)|increas(?:ed|ing)|decreas(?:ed|ing)|rose|risen|fell|"
     r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new|"
+    # What is measured against the one it replaced ("handles the hills better than the old Honda").
+    r"than (?:the|my|our) (?:old|previous|last|former)|(?:the|my|our) (?:previous|former)|"
     r"(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober))\b",
     re.IGNORECASE,
 )
@@ -155,6 +157,18 @@ def _changes(clause: str, about_the_speaker: bool) -> bool:
     return not any(p.search(clause) for p in excluded)
 
 
+# A thing of the speaker's called old, previous or former ("the old Honda", "my previous landlord"):
+# the one it names was replaced.
+_CALLED_OLD = re.compile(
+    r"\b(?:the|my|our) (?:old|previous|former) (?!(?:one|ones|days|times)\b)(\w{3,})", re.IGNORECASE
+)
+
+
+def called_old(text: str) -> frozenset[str]:
+    """The words (lower case) that `text` names a thing of the past by ("the old Honda": honda)."""
+    return frozenset(m.group(1).lower() for m in _CALLED_OLD.finditer(text))
+
+
 def speaks_of_themselves(text: str) -> bool:
     """Whether `text` names its speaker ("I", "my", "we", "us", ...)."""
     return bool(_FIRST_PERSON.search(text))
@@ -164,9 +178,7 @@ def states_a_change(text: str) -> bool:
     """Whether `text` says that something of its speaker's no longer holds as it did: a clause
     of one of its statements (not a question) is about the speaker, words a change, and is
     neither someone else's news, an addition, a one-off, a hypothetical nor the past retold."""
-    for sentence in sentences(text):
-        if _asked(sentence):
-            continue
+    for sentence in filter(None, map(_stated_part, sentences(text))):
         # A sentence that names the speaker anywhere makes its subjectless clauses theirs
         # ("Weighed in this morning at 79.2, so the plan's working!").
         speaker_sentence = bool(_FIRST_PERSON.search(sentence))
@@ -214,16 +226,25 @@ _STATEMENT_OPENING = re.compile(
 )
 
 
-def _asked(sentence: str) -> bool:
-    """Whether `sentence` is a question: it opens as one, or ends on a question mark without
-    opening as a statement. "my insurance renewed at 171 a month and i didnt even get a ticket??"
-    and "I started running, is that bad?" state something before they ask."""
-    return bool(_ASKS.match(sentence)) or (sentence.endswith("?") and not _STATEMENT_OPENING.match(sentence))
+def _stated_part(sentence: str) -> str:
+    """What `sentence` states: nothing of a question, all of a statement. One that ends on a
+    question mark states what it opens with as a statement ("my insurance renewed at 171 a month
+    and i didnt even get a ticket??", "I started running, is that bad?"), or the clauses before
+    the one that asks ("The RAV4 handles the hills better than the old Honda did, but do I need
+    snow tires?")."""
+    if _ASKS.match(sentence):
+        return ""
+    if not sentence.endswith("?") or _STATEMENT_OPENING.match(sentence):
+        return sentence
+    for between in _CLAUSE_BREAK.finditer(sentence):
+        if between.start() > 0 and _ASKS.match(sentence[between.end() :]):
+            return sentence[: between.start()]
+    return ""
 
 
 def _stated_sentences(text: str) -> list[str]:
-    """The sentences of `text` that state something: not questions, not a word or two."""
-    return [s for s in sentences(text) if not _asked(s) and len(s.split()) >= _MIN_STATEMENT_WORDS]
+    """What the sentences of `text` state (`_stated_part`), each of a few words at least."""
+    return [part for part in map(_stated_part, sentences(text)) if len(part.split()) >= _MIN_STATEMENT_WORDS]
 
 
 def states_something(text: str) -> bool:

@@ -334,6 +334,40 @@ def test_someone_elses_move_supersedes_nothing(server: RunningServer) -> None:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_car_measured_against_the_old_one_in_a_question_outranks_it(server: RunningServer, mode: str) -> None:
+    who = f"gerald-{mode}"
+    sessions = [
+        [
+            user(
+                "Good morning. My 2011 Honda Civic needs an oil change and the shop quoted me $90. Can I do it myself?"
+            ),
+            assistant("You can: you need a drain pan, a filter wrench, the right filter and about four quarts of oil."),
+            user("Do I need to reset the oil light"),
+            assistant("Yes, hold the reset knob with the ignition on until the oil life shows 100%."),
+        ],
+        [
+            user("My granddaughter is coming for a week in July. What can we do around Asheville that isn't hiking?"),
+            assistant("The science museum, tubing on the French Broad River, or the nature center's red pandas."),
+        ],
+        [
+            user("Good afternoon. First, can you freeze cooked pumpkin? We have a glut from the garden."),
+            assistant("Yes: cool it, then freeze it flat in bags for up to three months."),
+            # Unlike the oil change in its words, and a question at its end.
+            user(
+                "Question about tires. The RAV4 handles the hills up to our place much better than the old Honda "
+                "did, but do I need all-weather tires for the three or four snow days we get?"
+            ),
+            assistant("All-weather tires with the snowflake symbol are a good fit for a few snow days."),
+            user("Does the hybrid battery need any maintenance?"),
+            assistant("Very little: keep its cooling vent clear."),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 100 * DAY, *turns))
+    assert_newer_first(ask(server, who, "which car do I have currently?", mode), "RAV4", "Civic")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
     who = f"siobhan-{mode}"
     sessions = [

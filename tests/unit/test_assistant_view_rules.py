@@ -238,9 +238,13 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # A statement before the question it ends on still states; a question is asked.
         ("I started running in the mornings, is that bad for my knees?", True),
         ("Should I switch to running in the mornings?", False),
+        ("The rent on our flat went up to 1,200 in May, but do we have to pay it from this month?", True),
         # Put on a new shift, plan or dose by somebody else; not something put somewhere.
         ("they put our whole crew on 4 tens, mon-thur 5am to 3:30", True),
         ("they put it in the fridge overnight", False),
+        # Measured against the one it replaced.
+        ("The RAV4 handles the hills up to our place much better than the old Honda did", True),
+        ("my previous landlord never fixed anything", True),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
@@ -580,6 +584,24 @@ def test_a_newer_statement_close_to_the_older_answers_as_much_as_it_is_like_it()
     # Barely about the same thing (cosine 0.25), it answers too little to replace it.
     far = {"old": np.array([1.0, 0.0], dtype=np.float32), "new": np.array([0.25, 0.968], dtype=np.float32)}
     assert truth._replacements([old, new], far, holds, speakers, _as_newer([old, new], [old, new])) == []
+
+
+def test_a_newer_statement_that_calls_the_older_ones_thing_old_replaces_it_however_unlike() -> None:
+    def said(id_: str, at: float, relevance: float, content: str) -> RankedMemory:
+        memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Gerald")
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    old = said("old", 1.0, 0.3, "My 2011 Honda Civic needs an oil change, can I do it myself?")
+    new = said("new", 9.0, 0.05, "The RAV4 takes the hills up to our place better than the old Honda. Snow tyres?")
+    holds = {"old": True, "new": True}
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _replacements reads no index
+    # Oil changes and snow tyres: the two are far apart in meaning (cosine 0.13).
+    unlike = {"old": np.array([1.0, 0.0], dtype=np.float32), "new": np.array([0.13, 0.99], dtype=np.float32)}
+    pairs = truth._replacements([old, new], unlike, holds, frozenset({"Gerald"}), _as_newer([old, new], [old, new]))
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("old", "new")]
+    # What the older does not name is not what the newer calls old.
+    civic = said("old", 1.0, 0.3, "My car needs an oil change, can I do it myself?")
+    assert truth._replacements([civic, new], unlike, holds, frozenset({"Gerald"}), _as_newer([civic, new], [])) == []
 
 
 @pytest.mark.parametrize(

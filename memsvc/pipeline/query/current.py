@@ -31,7 +31,14 @@ from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, RankedMemory, Role, StoredMemory
 from memsvc.embeddings.base import Vector
 from memsvc.errors import MemsvcError
-from memsvc.llm.changes import not_current, replaces_what_held, states_a_change, states_something, tells_the_past
+from memsvc.llm.changes import (
+    called_old,
+    not_current,
+    replaces_what_held,
+    states_a_change,
+    states_something,
+    tells_the_past,
+)
 from memsvc.llm.heuristics import in_the_present_tense
 from memsvc.llm.needs import detect_needs
 from memsvc.pipeline.context import QueryPlan
@@ -228,6 +235,10 @@ def _stated(r: RankedMemory, speakers: frozenset[str]) -> str:
     return " ".join(said if said.rstrip().endswith((".", "!", "?")) else f"{said}." for said in _said(r, speakers))
 
 
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
 class CurrentTruth:
     def __init__(
         self,
@@ -418,6 +429,9 @@ class CurrentTruth:
         replaces; `unit`: their vectors, normalised; `as_newer`: how well each answers the
         question as the newer of a pair (`_as_newer`)."""
         stated = {r.memory.id: _stated(r, speakers) for r in statements}
+        # What each calls old ("better than the old Honda"): a statement that names that thing
+        # is about what the newer replaced, however unlike the two are in their other words.
+        old_things = {i: called_old(text) for i, text in stated.items()}
         changes: dict[str, bool] = {}  # read once per statement, however many pairs it is in
         claims: dict[str, list[Claim]] = {}
         pairs = []
@@ -428,6 +442,8 @@ class CurrentTruth:
             if not _same_speaker(older, newer):
                 continue
             alike = float(unit[older.memory.id] @ unit[newer.memory.id])
+            if old_things[newer.memory.id] & _words(stated[older.memory.id]):
+                alike = 1.0
             if alike < self._same_thing:
                 continue
             # How well the newer answers: by its own relevance, or by the older's as far as it
