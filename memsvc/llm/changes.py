@@ -262,6 +262,12 @@ def tells_the_past(text: str) -> bool:
 _RELATIVE = re.compile(r"(?:which|who|whom|whose|what|how)(?:['\u2019]?s)?\b", re.IGNORECASE)
 
 
+def _without_relatives(sentence: str) -> str:
+    """`sentence` without its relative clauses: what they say of the thing before them ("...,
+    which me from a year ago would find hilarious") makes no condition of the rest."""
+    return " , ".join(c for c in _CLAUSE_BREAK.split(sentence) if not _RELATIVE.match(c))
+
+
 def _says_anything(clause: str) -> bool:
     """Whether `clause` can state something: words of it ("vegan now", "only Disney+ from now
     on"), or one that names the speaker or can be a verb ("Married!"); "Anyway", "lol" or a
@@ -284,7 +290,7 @@ def not_current(text: str) -> bool:
     addition, a one-off, a condition or the past retold ("we also got a kitten", "for once I
     ran"); a request or a plan is not ("can you help me email my manager")."""
     return any(
-        p.search(sentence)
+        p.search(_without_relatives(sentence))
         for sentence in _stated_sentences(text)
         for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)
     )
@@ -301,7 +307,7 @@ def replaces_what_held(text: str, question: str = "") -> bool:
         # A condition, a one-off, an addition or the past retold holds its whole sentence ("for
         # once I ran, so hard"); a request or a plan holds its clause: a statement made inside a
         # request ("need shoe advice, I climb three times a week now") still states it.
-        if any(p.search(sentence) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)):
+        if any(p.search(_without_relatives(sentence)) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)):
             continue
         # A clause that opens with its verb goes on about whoever the one before was about ("my
         # granddaughter started drums and wants to practise here").

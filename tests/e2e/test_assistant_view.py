@@ -368,6 +368,33 @@ def test_a_car_measured_against_the_old_one_in_a_question_outranks_it(server: Ru
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_change_beside_a_remark_that_would_laugh_at_it_outranks_the_old_habit(
+    server: RunningServer, mode: str
+) -> None:
+    who = f"pete-{mode}"
+    sessions = [
+        [
+            user("can't sleep, as usual, I'm normally in bed around 1am anyway, night owl. is a pricey pram worth it?"),
+            assistant("You don't need the priciest one: a mid-range travel system does the job."),
+            user("fair enough"),
+        ],
+        [
+            user("is it worth getting a flu jab if I'm healthy, the depot offers them free"),
+            assistant("If it's free it's usually worth it, especially with a baby at home."),
+            user(
+                "new job starts at the depot at 6am so I'm going to bed at half nine now, which me from a year ago "
+                "would find hilarious. Can you help me with meal prep for a 30 minute break?"
+            ),
+            assistant("Chicken pasta salad, chilli and rice in a flask, or wraps."),
+            user("flask is smart it's cold in the depot"),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 200 * DAY, *turns))
+    assert_newer_first(ask(server, who, "when am I usually going to sleep now?", mode), "half nine", "1am")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
     who = f"siobhan-{mode}"
     sessions = [

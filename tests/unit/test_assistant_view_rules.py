@@ -288,6 +288,13 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         ("my sister moved to Denver, whats a good gift i can ship her", "Where do I live?", False),
         ("my friend got divorced, Tom's been great about it", "Who is my husband?", False),
         ("I moved to Leeds, which is cheaper", "Where do I live?", True),
+        # A modal in a relative clause conditions that clause, not the sentence.
+        (
+            "new job starts at 6am so I'm going to bed at half nine now, which me from a year ago would find hilarious",
+            "When do I go to bed?",
+            True,
+        ),
+        ("I'd go to bed at half nine now, if the baby let me", "When do I go to bed?", False),
         # "this time" after "again" names the newest value, not an occasion.
         ("changed majors AGAIN lol, public health this time.", "What do I study?", True),
         ("I'm driving this time", "What do I drive?", False),
