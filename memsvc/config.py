@@ -210,9 +210,9 @@ class Settings(BaseSettings):
     named_time_half_life_days: float = Field(default=14.0, ge=0.0)
     usage_saturation: float = 10.0
     recall_candidates: int = 50
-    # A question that names speakers of the user's chats: dense recall looks this many times
-    # deeper and both channels put what involves them first (QueryPipeline._named_first); 1
-    # turns it off.
+    # A question that names speakers of the user's chats: dense recall looks up to this many
+    # times deeper (less where most memories involve them: recall.named_depth_factor) and both
+    # channels put what involves them first (QueryPipeline._named_first); 1 turns it off.
     named_recall_depth_factor: int = Field(default=4, ge=1)
     # ... and a candidate from a conversation none of them took part in keeps this share of its
     # fused score (a long history of other people's chats about the same things); 1 turns it off.

@@ -538,3 +538,23 @@ def test_a_large_namespace_reads_the_newest_postings_of_a_common_term_and_scores
         assert stores.run(capped.search(ALICE, {2: 1}, 10, inactive))
     finally:
         stores.run(capped.close())
+
+
+def test_the_share_of_memories_involving_a_name_counts_each_memory_once(stores: Stores) -> None:
+    """Said by a speaker (their markers) or to or about them (the name's word), over the
+    namespace's memories; a name of two words counts each memory once, not once a word."""
+    from memsvc.deadline import Deadline
+    from memsvc.pipeline.query.lexical import LexicalRecall
+
+    hasher = TermHasher(lambda purpose: purpose.encode().ljust(32, b"k"))
+    mel = hasher.speaker_ids(ALICE.tenant, "Mel Jones")
+    said_by_mel = {**hasher.bag(ALICE.tenant, "I swim laps").counts, **dict.fromkeys(mel, 1)}
+    for _ in range(3):
+        stores.add(ALICE, said_by_mel)
+    stores.add(ALICE, hasher.bag(ALICE.tenant, "good luck Mel Jones").counts)
+    for i in range(4):
+        stores.add(ALICE, hasher.bag(ALICE.tenant, f"a grocery list number {i}").counts)
+    recall = LexicalRecall(hasher, stores.lexical, 30)
+    share = stores.run(recall.share_involving(_Plan(), ["Mel Jones"], Deadline.after(10)))  # type: ignore[arg-type]
+    assert share == pytest.approx(4 / 8)
+    assert stores.run(recall.share_involving(_Plan(), ["Omar"], Deadline.after(10))) == 0.0  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from memsvc.domain.models import Memory, Namespace
 from memsvc.pipeline.query.fusion import reciprocal_rank_fusion
 from memsvc.pipeline.query.hydrate import Hydrated
 from memsvc.pipeline.query.rank import RankStage, absolute_relevance
-from memsvc.pipeline.query.recall import Candidate, candidate_depth
+from memsvc.pipeline.query.recall import Candidate, candidate_depth, named_depth_factor
 
 
 def dense(*ids: str) -> list[Candidate]:
@@ -106,3 +106,13 @@ def test_each_channel_recalls_more_as_a_users_memories_grow() -> None:
     # A long history: the square root of the memories, so the depth grows slower than the store.
     assert candidate_depth(50, 10, 10_400) == 101
     assert candidate_depth(50, 10, 1_000_000) == 1_000
+
+
+def test_a_named_question_looks_deeper_the_fewer_memories_involve_the_named() -> None:
+    # A person among many others' chats: the configured most.
+    assert named_depth_factor(0.04, 4) == 4
+    # Two people's own conversation, or a third of a history: twice, three times as deep.
+    assert named_depth_factor(0.55, 4) == 2 and named_depth_factor(1.0, 4) == 2
+    assert named_depth_factor(0.34, 4) == 3
+    # Unknown (the index down, or no memory of theirs) and turned off: as configured.
+    assert named_depth_factor(0.0, 4) == 4 and named_depth_factor(0.9, 1) == 1

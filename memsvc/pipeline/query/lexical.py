@@ -151,6 +151,25 @@ class LexicalRecall:
         speakers = {name for name, ids in markers.items() if ids and all(i in present for i in ids)}
         return [[n for n in ns if n in speakers] for ns in names]
 
+    async def share_involving(self, plan: QueryPlan, names: Sequence[str], deadline: Deadline) -> float:
+        """About what share of the namespace's memories involve one of `names` (said by, to or
+        about them: the terms `involving` reads), from the index's document frequencies."""
+        tenant = plan.namespace.tenant
+        # Each term of a name is on every memory the name is ("Mel Jones": both): counted once.
+        groups = [
+            ids
+            for name in names
+            for ids in (self._hasher.speaker_ids(tenant, name), list(self._hasher.bag(tenant, name).counts))
+            if ids
+        ]
+        if not groups:
+            return 0.0
+        docs, frequencies = await deadline.run(
+            self._index.document_frequencies(plan.namespace, [t for ids in groups for t in ids]), "the lexical index"
+        )
+        held = sum(max(frequencies.get(t, 0) for t in ids) for ids in groups)
+        return min(1.0, held / docs) if docs else 0.0
+
     async def involving(
         self, plan: QueryPlan, memory_ids: Sequence[str], names: Sequence[str], deadline: Deadline
     ) -> Involvement:

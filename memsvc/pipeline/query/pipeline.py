@@ -32,7 +32,7 @@ from memsvc.pipeline.query.rank import (
     settled,
     unrepeated,
 )
-from memsvc.pipeline.query.recall import Candidate, RecallStage
+from memsvc.pipeline.query.recall import Candidate, RecallStage, named_depth_factor
 from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
 
@@ -189,10 +189,13 @@ class QueryPipeline:
         # The namespace's size sets the depth: looked up while the query is embedded.
         depth = asyncio.ensure_future(self._depth(plan, deadline)) if k is None else None
         lexical: asyncio.Future[list[Candidate]] | None = None
+        factor: asyncio.Future[int] | None = None
         try:
             if speakers is None:
                 speakers = (await self.speakers_in(plan, [text], deadline))[0]
             named = bool(speakers) and self.lexical is not None and self.named_depth_factor > 1
+            # How much deeper dense recall looks for them, known while the query is embedded.
+            factor = asyncio.ensure_future(self._named_factor(plan, speakers, deadline)) if named else None
             # Who is named is matched by involvement (`_named_first`): in a long history their names
             # only weigh what the question's other words find (LexicalRecall.run).
             weighed_only = speakers if named else ()
@@ -212,9 +215,7 @@ class QueryPipeline:
                 lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
             with stage_span(self.tracer, report, "recall") as span:
                 depth_k = k or self.recall.depth(plan)
-                dense_call = self.recall.run(
-                    plan, qv.vector, deadline, depth_k * (self.named_depth_factor if named else 1)
-                )
+                dense_call = self.recall.run(plan, qv.vector, deadline, depth_k * (await factor if factor else 1))
                 if lexical is None:
                     candidates = (await dense_call)[:depth_k]
                 else:
@@ -234,9 +235,19 @@ class QueryPipeline:
                 span.set_attribute("memsvc.candidates.recalled", len(candidates))
             return candidates
         finally:
-            for pending in (depth, lexical):
+            for pending in (depth, lexical, factor):
                 if pending is not None and not pending.done():
                     pending.cancel()
+
+    async def _named_factor(self, plan: QueryPlan, speakers: Sequence[str], deadline: Deadline) -> int:
+        """How many times deeper dense recall looks for a question naming `speakers`
+        (`named_depth_factor`): the configured most while the lexical index is down."""
+        assert self.lexical is not None
+        try:
+            share = await self.lexical.share_involving(plan, speakers, deadline)
+        except Unavailable:
+            share = 0.0
+        return named_depth_factor(share, self.named_depth_factor)
 
     async def _depth(self, plan: QueryPlan, deadline: Deadline) -> int | None:
         """Each channel's depth for the namespace's size (`candidate_depth`), known from the
