@@ -716,3 +716,27 @@ def test_a_sentence_said_in_several_chats_is_returned_once_and_its_place_goes_to
     # The three copies would fill the three places; once, they leave two to what else matches.
     assert contents.count(said) == 1
     assert walks.id in [r.memory.id for r in found.memories]
+
+
+@pytest.mark.parametrize("mode", [query_service_pb2.QUERY_MODE_DIRECT, query_service_pb2.QUERY_MODE_APPLICABILITY])
+def test_a_long_sentence_copied_by_another_speaker_is_returned_once(server: RunningServer, mode: str) -> None:
+    # An assistant's draft, pasted back word for word by the user in a later chat.
+    draft = "Dear Sam, thank you so much for the lovely evening and the wonderful paella."
+    add_conversation(
+        server,
+        "copied",
+        "s0",
+        [
+            turn("Can you write a thank you note to Sam for dinner?", "Melanie", at=MAY_8_2023),
+            turn(draft, role=memory_pb2.ROLE_ASSISTANT, at=MAY_8_2023 + 60),
+        ],
+    )
+    add_conversation(
+        server,
+        "copied",
+        "s1",
+        [turn(draft, "Melanie", at=MAY_8_2023 + 9 * DAY)],
+    )
+    found = query(server, "copied", "thank you note for the paella dinner", filter=all_filter(), limit=5, mode=mode)
+    contents = [r.memory.content for r in found.memories]
+    assert contents.count(draft) == 1, contents

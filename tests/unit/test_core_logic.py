@@ -203,7 +203,7 @@ def test_a_time_the_query_names_makes_recency_nearness_to_it() -> None:
     assert stage.order(items, min_importance=0.0, now=300 * day).scored[0].memory.id == "newest"
 
 
-def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:
+def test_a_sentence_said_again_by_the_same_speaker_or_copied_by_another_is_returned_once() -> None:
     def said(
         memory_id: str, content: str, speaker: str = "Mel", role: Role = Role.USER, at: float = 1_000.0
     ) -> RankedMemory:
@@ -221,6 +221,15 @@ def test_a_sentence_said_again_by_the_same_speaker_is_returned_once() -> None:
     # The newest telling stands for both, in the higher one's place and with its score.
     assert [r.memory.id for r in once] == ["b", "c", "d", "e"]
     assert once[0].score == ranked[0].score
+    # A long sentence said word for word by another speaker or role was copied: the higher
+    # telling is the one result.
+    draft = "Dear Sam, thank you for the lovely evening and the wonderful food."
+    copied = [
+        said("f", draft, speaker="", role=Role.ASSISTANT),
+        said("g", draft, at=3_000.0),
+        said("h", "Sounds good."),
+    ]
+    assert [r.memory.id for r in unrepeated(copied)] == ["f", "h"]
 
 
 @given(st.text(max_size=40))

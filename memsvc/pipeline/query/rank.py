@@ -345,16 +345,24 @@ def distinct(ranked: Sequence[R]) -> list[R]:
     return kept
 
 
+# A sentence of this many words or more said word for word by two speakers was copied (pasted
+# back, forwarded, imported twice): one telling of it says all the other does.
+COPIED_WORDS = 8
+
+
 def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
     """`ranked` (opened, best first) with each sentence once: of the memories that say word for
-    word the same, by the same speaker in the same role (spacing and case aside), the newest
-    telling stands for all, in the place and with the score of the highest.
+    word the same (spacing and case aside) by the same speaker in the same role, the newest
+    telling stands for all, in the place and with the score of the highest; from COPIED_WORDS
+    words on, what another speaker or role says word for word below is left out too.
 
     One sentence said again (an assistant's stock reply, a user retelling the same thing in
-    another chat, a history imported twice) is one piece of evidence, as a turn and its
-    extracted memory are (`distinct`), and the place a repeat took goes to the next result.
-    The newest, as a newer statement replacing a result does (current.py): it is the latest
-    time it was said.
+    another chat, a history imported twice, an assistant's draft pasted back by the user) is one
+    piece of evidence, as a turn and its extracted memory are (`distinct`), and the place a
+    repeat took goes to the next result. The newest, as a newer statement replacing a result
+    does (current.py): it is the latest time it was said. A copy by someone else keeps the
+    place it ranked at (a question naming one of them puts theirs first), and a short sentence
+    two people both say ("I love museums too") tells something of each, so both stay.
     """
 
     def said(m: Memory) -> tuple[str, str, str]:
@@ -366,12 +374,16 @@ def unrepeated(ranked: Sequence[RankedMemory]) -> list[RankedMemory]:
         if key not in newest or r.memory.created_at > newest[key].memory.created_at:
             newest[key] = r
     seen: set[tuple[str, str, str]] = set()
+    copied: set[str] = set()
     kept: list[RankedMemory] = []
     for r in ranked:
         key = said(r.memory)
-        if key in seen:
+        text = key[2]
+        if key in seen or text in copied:
             continue
         seen.add(key)
+        if len(text.split()) >= COPIED_WORDS:
+            copied.add(text)
         telling = newest[key]
         kept.append(r if telling is r else replace(telling, score=r.score))
     return kept
