@@ -105,7 +105,7 @@ class QueryPipeline:
         # The fusion of a mode's several searches (retrieval/): a deeper k than the channels'.
         self.queries_rrf_k = queries_rrf_k
         self.lexical_during_embedding = lexical_during_embedding
-        # How much deeper dense recall looks when the question names speakers (`_named_first`).
+        # How much deeper dense recall looks at most when the question names speakers (`_named_first`).
         self.named_depth_factor = named_depth_factor
         # Whether the channels' depth grows with the namespace's size (`_depth`).
         self.depth_grows = depth_grows
@@ -215,7 +215,8 @@ class QueryPipeline:
                 lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
             with stage_span(self.tracer, report, "recall") as span:
                 depth_k = k or self.recall.depth(plan)
-                dense_call = self.recall.run(plan, qv.vector, deadline, depth_k * (await factor if factor else 1))
+                deeper = await factor if factor is not None else 1
+                dense_call = self.recall.run(plan, qv.vector, deadline, depth_k * deeper)
                 if lexical is None:
                     candidates = (await dense_call)[:depth_k]
                 else:
