@@ -85,10 +85,11 @@ _HYPOTHETICAL = re.compile(
     re.IGNORECASE,
 )
 # What makes a whole sentence hypothetical, not only its clause.
-# "if" after a verb of asking or knowing opens a question ("wondering if I need new tyres"), no
-# condition.
+# "if" after a verb of asking or knowing opens a question ("wondering if I need new tyres", "idk if
+# his heat mat even works"), no condition.
 _CONDITIONAL = re.compile(
-    r"\b(?:(?<!wondering )(?<!wonder )(?<!know )(?<!sure )(?<!see )(?<!ask )(?<!asking )(?<!check )if|"
+    r"\b(?:(?<!wondering )(?<!wonder )(?<!know )(?<!sure )(?<!see )(?<!ask )(?<!asking )(?<!check )"
+    r"(?<!idk )(?<!dunno )(?<!idea )(?<!curious )(?<!unsure )if|"
     rf"unless|would|might|could|{_MAY}|maybe|perhaps|someday|one day|thinking (?:of|about)|considering|"
     r"planning|plan to|hope|hoping|wish|dream)\b",
     re.IGNORECASE,

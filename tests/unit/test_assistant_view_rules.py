@@ -288,6 +288,8 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         ("my sister moved to Denver, whats a good gift i can ship her", "Where do I live?", False),
         ("my friend got divorced, Tom's been great about it", "Who is my husband?", False),
         ("I moved to Leeds, which is cheaper", "Where do I live?", True),
+        # ... and after not knowing ("idk if"), as after a verb of asking.
+        ("chip keeps sitting on the cool side and idk if his heat mat even works", "What pet do I have?", True),
         # A modal in a relative clause conditions that clause, not the sentence.
         (
             "new job starts at 6am so I'm going to bed at half nine now, which me from a year ago would find hilarious",
