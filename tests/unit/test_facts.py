@@ -68,6 +68,9 @@ def test_claims_carry_subject_attribute_and_value() -> None:
     assert Claim("sister", "employer", "google") in extract_claims("My sister works at Google in Zurich")
     assert Claim("user", "residence", "lisbon", negated=True) in extract_claims("I don't live in Lisbon anymore")
     assert extract_claims("hello there") == []
+    # An amount's first digits are no age.
+    assert not [c for c in extract_claims("rent is 1,250 for the one-bed in Clapton") if c.attribute == "age"]
+    assert Claim("user", "age", "67") in extract_claims("Can I do it myself? I'm 67")
 
 
 def test_duplicates_need_near_identical_meaning_and_the_same_terms() -> None:

@@ -140,7 +140,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "age",
         _rx(
-            rf"\b{_SUBJECT} ?(?:am|'m|is|'s|turned|just turned) {_NOW}(?P<value>\d{{1,3}})(?: years? old)?\b",
+            # Not the first digits of an amount ("rent is 1,250").
+            rf"\b{_SUBJECT} ?(?:am|'m|is|'s|turned|just turned) {_NOW}(?P<value>\d{{1,3}})(?![,.]\d)(?: years? old)?\b",
             *"0123456789",
         ),
     ),
