@@ -395,6 +395,40 @@ def test_a_change_beside_a_remark_that_would_laugh_at_it_outranks_the_old_habit(
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_the_assistants_reply_that_repeats_a_replaced_fact_gives_way_with_it(server: RunningServer, mode: str) -> None:
+    who = f"owen-{mode}"
+    sessions = [
+        [
+            user(
+                "Trying to get my finances in order. Take-home is about 2,300 a month, rent is 1,250 for the one-bed "
+                "in Clapton. Where do I even start?"
+            ),
+            assistant("Try a simple split: after rent and bills, move a fixed amount to savings on payday."),
+            user("ok weekly allowance I can do. how much should I save"),
+            assistant("A common target is 20% of take-home. With 1,250 rent, maybe start with 200 a month."),
+        ],
+        [
+            user(
+                "Letter came from the letting agent today. They raised it to 1,450 a month, for the same flat with "
+                "the same mouldy bathroom. I want to push back"
+            ),
+            assistant("Ouch, that's a big jump. Ask them to justify it against similar one-beds nearby."),
+        ],
+        [
+            user(
+                "Update: they didn't budge, so I moved. Smaller studio in Walthamstow, 1,100 a month, and the "
+                "bathroom has no mould. Anyway I need a recipe for a two-ring hob."
+            ),
+            assistant("Oh that's great news, a mould-free bathroom and cheaper rent! Try a chorizo and chickpea stew."),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 120 * DAY, *turns))
+    # "With 1,250 rent, ..." says again what the raise replaced: it ranks below the raise.
+    assert_newer_first(ask(server, who, "what's my rent currently?", mode), "1,450", "1,250")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
     who = f"siobhan-{mode}"
     sessions = [

@@ -613,6 +613,29 @@ def test_a_newer_statement_that_calls_the_older_ones_thing_old_replaces_it_howev
     assert truth._replacements([civic, new], unlike, holds, frozenset({"Gerald"}), _as_newer([civic, new], [])) == []
 
 
+def test_the_assistants_reply_that_says_again_what_was_replaced_is_replaced_with_it() -> None:
+    def said(id_: str, session: str, role: Role, content: str) -> RankedMemory:
+        memory = Memory(id_, NS, content, role=role, session_id=session, created_at=float(len(session)))
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=0.5))
+
+    was = said("was", "s0", Role.USER, "rent is 1,250 for the one-bed")
+    now = said("now", "s1-", Role.USER, "they raised it to 1,450 a month")
+    echo = said("echo", "s0", Role.ASSISTANT, "With 1,250 rent, maybe save 200 a month.")
+    aside = said("aside", "s0", Role.ASSISTANT, "Glad to help!")
+    later = said("later", "s1-", Role.ASSISTANT, "That's a big jump: ask them to justify 1,450.")
+    unit = {
+        "was": np.array([1.0, 0.0], dtype=np.float32),
+        "echo": np.array([0.8, 0.6], dtype=np.float32),
+        "aside": np.array([0.1, 0.995], dtype=np.float32),
+        "later": np.array([0.8, 0.6], dtype=np.float32),
+    }
+    truth = CurrentTruth(index=None)  # type: ignore[arg-type]  # _echoes reads no index
+    pairs = truth._echoes([echo, aside, later], [(was, now)], unit)
+    # The reply of the replaced statement's session about the same thing; not an aside, nor a
+    # reply of the replacing session.
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("echo", "now")]
+
+
 @pytest.mark.parametrize(
     ("sessions", "asks_what_holds"),
     [

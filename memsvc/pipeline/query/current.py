@@ -14,6 +14,8 @@ returned statements of one speaker "answer the same question" when their own vec
 Unless the question asks for a list, the newer of answers that match it alike also comes first.
 The newer one must be able to hold now: not a one-off, a hypothetical, an addition or the past
 retold, nor someone else's news that the question does not ask about (`replaces_what_held`).
+The assistant's replies that said again what a replaced statement said, in its conversation,
+give way with it (`_echoes`).
 """
 
 from __future__ import annotations
@@ -315,7 +317,8 @@ class CurrentTruth:
         pool = statements + followers
         if len({r.memory.created_at for r in pool}) < 2:
             return results
-        vectors = await self._vectors(plan, [r.memory.id for r in pool], deadline)
+        replies = [r for r in results if r.memory.role is Role.ASSISTANT and r.breakdown.currency == 1.0]
+        vectors = await self._vectors(plan, [r.memory.id for r in [*pool, *replies]], deadline)
         unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
         pool = [r for r in pool if r.memory.id in unit]
         # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
@@ -334,6 +337,9 @@ class CurrentTruth:
         # A follower that a still newer statement replaces in turn is not what holds now: it
         # does not join (A -> B -> C: B does not take A's place).
         replaced_in_turn = {was.memory.id for was, _ in pairs}
+        # The assistant's replies that say again what a replaced statement said, in its session
+        # ("With 1,250 rent, maybe start with 200 a month"), are outdated with it.
+        pairs = pairs + self._echoes(replies, pairs, unit)
         for was, now in pairs:
             if was.memory.id not in shown:
                 continue
@@ -465,6 +471,28 @@ class CurrentTruth:
             if changed:
                 pairs.append((older, newer))
         return pairs + self._quotes_replaced(statements, pairs)
+
+    def _echoes(
+        self,
+        replies: Sequence[RankedMemory],
+        pairs: Sequence[tuple[RankedMemory, RankedMemory]],
+        unit: dict[str, Vector],
+    ) -> list[tuple[RankedMemory, RankedMemory]]:
+        """(reply, newer) for each of the assistant's `replies` in the session of a statement
+        that `newer`, of a later session, replaced, about the same thing as that statement."""
+        out = []
+        for reply in replies:
+            if reply.memory.id not in unit:
+                continue
+            for was, now in pairs:
+                if (
+                    was.memory.session_id == reply.memory.session_id != now.memory.session_id
+                    and was.memory.id in unit
+                    and float(unit[reply.memory.id] @ unit[was.memory.id]) >= self._same_thing
+                ):
+                    out.append((reply, now))
+                    break
+        return out
 
     @staticmethod
     def _quotes_replaced(
