@@ -429,6 +429,44 @@ def test_the_assistants_reply_that_repeats_a_replaced_fact_gives_way_with_it(ser
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_session_summary_gives_way_with_the_statement_it_answered_through(server: RunningServer, mode: str) -> None:
+    who = f"mila-{mode}"
+    sessions = [
+        [
+            user("My cat Mila only gets dry food, Royal Canin indoor. Is that ok or does she need wet?"),
+            assistant("Dry alone can be fine, but adding wet food helps with hydration and kidney health."),
+            user("okay, something to think about"),
+        ],
+        [
+            user(
+                "We switched Mila to wet food, she's on Lily's Kitchen pouches twice a day now. How much should"
+                " she have?"
+            ),
+            assistant("Happy cat!"),
+            user("extremely lol"),
+            assistant("For a 4 kg indoor cat, about 3 pouches a day; check the pack guide and watch her weight."),
+        ],
+        [
+            user("what's a good dinner for 6 with one vegan and one gluten free"),
+            assistant("A big Thai green curry with tofu and veg on rice fits both."),
+        ],
+        [
+            user("vet visit today, bit stressful"),
+            assistant("Oh no, how's Mila?"),
+            user(
+                "Early kidney disease. So she's on a prescription renal diet now, Hill's k/d wet, nothing else allowed."
+            ),
+            assistant("I'm sorry, that's worrying news."),
+            user("she's ok for now"),
+            assistant("Warming the food slightly can make it more appealing."),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 80 * DAY, *turns))
+    assert_newer_first(ask(server, who, "What does my cat eat?", mode), "renal diet", "Lily's Kitchen")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
     who = f"siobhan-{mode}"
     sessions = [

@@ -576,6 +576,23 @@ def test_the_quote_through_which_a_replaced_summary_answered_is_replaced_with_it
     assert CurrentTruth._quotes_replaced([price, aside, summary], [(summary, said("newer", 0.5, 0.2, "..."))]) == []
 
 
+def test_a_summary_whose_best_quote_was_replaced_is_replaced_with_it() -> None:
+    def said(id_: str, session: str, at: float, relevance: float, **extra: object) -> RankedMemory:
+        memory = Memory(id_, NS, id_, role=Role.USER, session_id=session, created_at=at, speaker_name="Ann", **extra)  # type: ignore[arg-type]
+        return RankedMemory(memory, 0.5, ScoreBreakdown(relevance=relevance))
+
+    wet = said("wet food", "s2", 2.0, 0.6)
+    aside = said("extremely lol", "s2", 2.1, 0.1)
+    summary = said("summary", "s2", 2.2, 0.99, kind=MemoryKind.SUMMARY, source_ids=("wet food", "extremely lol"))
+    renal = said("renal diet now", "s4", 9.0, 0.3)
+    pairs = CurrentTruth._summaries_replaced([wet, aside, summary, renal], [(wet, renal)])
+    assert [(a.memory.id, b.memory.id) for a, b in pairs] == [("summary", "renal diet now")]
+    # Not when only a quote it did not answer through was replaced, nor by its own session.
+    assert CurrentTruth._summaries_replaced([wet, aside, summary, renal], [(aside, renal)]) == []
+    own = said("later that day", "s2", 2.3, 0.3)
+    assert CurrentTruth._summaries_replaced([wet, aside, summary, own], [(wet, own)]) == []
+
+
 def test_a_newer_statement_close_to_the_older_answers_as_much_as_it_is_like_it() -> None:
     def said(id_: str, at: float, relevance: float, content: str) -> RankedMemory:
         memory = Memory(id_, NS, content, role=Role.USER, session_id=id_, created_at=at, speaker_name="Ahmed")

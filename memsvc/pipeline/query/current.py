@@ -470,7 +470,35 @@ class CurrentTruth:
             changed = changes[new] or find_conflict(claims[old], claims[new]) is not None
             if changed:
                 pairs.append((older, newer))
-        return pairs + self._quotes_replaced(statements, pairs)
+        return pairs + self._quotes_replaced(statements, pairs) + self._summaries_replaced(statements, pairs)
+
+    @staticmethod
+    def _summaries_replaced(
+        statements: Sequence[RankedMemory], pairs: Sequence[tuple[RankedMemory, RankedMemory]]
+    ) -> list[tuple[RankedMemory, RankedMemory]]:
+        """(summary, newer) for each session summary among `statements` whose quote that answers
+        the question best a newer statement of another session replaced: the summary answered
+        through it (`_quotes_replaced` the other way round)."""
+        known = {(a.memory.id, b.memory.id) for a, b in pairs}
+        replaced_by: dict[str, list[RankedMemory]] = {}
+        for older, newer in pairs:
+            replaced_by.setdefault(older.memory.id, []).append(newer)
+        by_id = {r.memory.id: r for r in statements}
+        out = []
+        for summary in statements:
+            if summary.memory.kind is not MemoryKind.SUMMARY:
+                continue
+            quotes = [by_id[i] for i in summary.memory.source_ids if i in by_id]
+            if not quotes:
+                continue
+            best = max(quotes, key=lambda r: r.breakdown.relevance)
+            for newer in replaced_by.get(best.memory.id, ()):
+                pair = (summary.memory.id, newer.memory.id)
+                if pair in known or newer.memory.session_id == summary.memory.session_id:
+                    continue
+                known.add(pair)
+                out.append((summary, newer))
+        return out
 
     def _echoes(
         self,
