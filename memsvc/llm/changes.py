@@ -170,6 +170,26 @@ def called_old(text: str) -> frozenset[str]:
     return frozenset(m.group(1).lower() for m in _CALLED_OLD.finditer(text))
 
 
+# Capitalised words that are times, not someone ("Thursdays now", "March was hard").
+_CALENDAR = frozenset(
+    """
+    monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+    august september october november december
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def _subject_of_its_own(clause: str) -> bool:
+    """Whether `clause` opens with a subject that is not the speaker ("the company's gone
+    hybrid", "Noor swims at 9"); a day or a month left over from a list ("Tuesdays and Thursdays
+    now") is none."""
+    m = _THIRD_PERSON_SUBJECT.match(clause)
+    if m is None:
+        return False
+    word = m.group(0)
+    return not (word[:1].isupper() and word.lower().removesuffix("s") in _CALENDAR)
+
+
 def speaks_of_themselves(text: str) -> bool:
     """Whether `text` names its speaker ("I", "my", "we", "us", ...)."""
     return bool(_FIRST_PERSON.search(text))
@@ -184,7 +204,7 @@ def states_a_change(text: str) -> bool:
         # ("Weighed in this morning at 79.2, so the plan's working!").
         speaker_sentence = bool(_FIRST_PERSON.search(sentence))
         for clause in _CLAUSE_BREAK.split(sentence):
-            own = (speaker_sentence and not _THIRD_PERSON_SUBJECT.match(clause)) or bool(
+            own = (speaker_sentence and not _subject_of_its_own(clause)) or bool(
                 _DENIES_WITHOUT_SUBJECT.match(clause)
             )
             if clause and _changes(clause, own):

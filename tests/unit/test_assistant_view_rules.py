@@ -242,6 +242,9 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # Put on a new shift, plan or dose by somebody else; not something put somewhere.
         ("they put our whole crew on 4 tens, mon-thur 5am to 3:30", True),
         ("they put it in the fridge overnight", False),
+        # A day or a month left over from a list is no subject of its own.
+        ("news: the company's gone hybrid, I'm in the office Tuesdays and Thursdays now.", True),
+        ("I swim on Mondays and Noor swims on Sundays now", False),
         # Measured against the one it replaced.
         ("The RAV4 handles the hills up to our place much better than the old Honda did", True),
         ("my previous landlord never fixed anything", True),
