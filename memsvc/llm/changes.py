@@ -118,10 +118,19 @@ _PERSON_SUBJECT = re.compile(
 
 
 # Something of the speaker's changed by someone else: "they raised it to £38", "she moved my
-# lesson to Thursday", "the landlord put up the rent", "they put our crew on four tens".
+# lesson to Thursday", "the landlord put up the rent", "they put our crew on four tens"; or a
+# role given them: "they made me shift supervisor", "I was made store manager" (not "she made me
+# a cake", "made me laugh", "was made aware").
+_GIVEN_A_ROLE = r"(?:made|named|appointed|promoted|elected)"
+_NOT_A_ROLE = (
+    r"(?!\s+(?:a|an|the|some|my|our|his|her|their|this|that|it|feel|laugh|cry|think|want|smile|realise|realize|"
+    r"wonder|go|do|sick|so|really|very|aware|clear|from|of|with|by|to|in|into|up|for)\b)"
+)
 _CHANGED_FOR_THEM = re.compile(
     r"\b(?:they|he|she|it)\s+(?:\w+\s+)?(?:(?:raised|increased|hiked|upped|bumped|put up|cut|lowered|reduced|changed|"
-    r"moved|switched|cancell?ed|rescheduled|pushed)\s+(?:my|our|it|me|us)\b|put\s+(?:my|our|me|us)\s+(?:\w+\s+){0,2}on\b)",
+    r"moved|switched|cancell?ed|rescheduled|pushed)\s+(?:my|our|it|me|us)\b|put\s+(?:my|our|me|us)\s+(?:\w+\s+){0,2}on\b|"
+    rf"{_GIVEN_A_ROLE}\s+(?:me|us)\b{_NOT_A_ROLE})|"
+    rf"\b(?:I|we)\s+(?:was|were|got|'ve been|have been|'m|am|are|'re)\s+(?:just\s+)?{_GIVEN_A_ROLE}\b{_NOT_A_ROLE}",
     re.IGNORECASE,
 )
 

@@ -467,6 +467,34 @@ def test_a_session_summary_gives_way_with_the_statement_it_answered_through(serv
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_role_given_the_user_outranks_the_role_before(server: RunningServer, mode: str) -> None:
+    who = f"barista-{mode}"
+    sessions = [
+        [
+            user("hey what's the difference between a cortado and a flat white"),
+            assistant("A cortado is about half espresso, half milk; a flat white has more milk."),
+            user("thanks!! im a barista at Lark Coffee but I only started 2 weeks ago so still learning the menu"),
+            assistant("You'll have it down in no time."),
+        ],
+        [
+            user("good news, they made me shift supervisor! any tips for counting a till fast"),
+            assistant("Congratulations! Count notes first, in stacks of ten, then coins by weight if you can."),
+        ],
+        [
+            user("How do I write a rota that people don't hate lol"),
+            assistant("Publish it two weeks ahead and rotate the unpopular shifts fairly."),
+            user("I was made store manager last week so the whole rota's on me"),
+            assistant("Congratulations on the promotion!"),
+        ],
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 100 * DAY, *turns))
+    assert_newer_first(
+        ask(server, who, "What position do I hold at the coffee shop?", mode), "store manager", "barista"
+    )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: RunningServer, mode: str) -> None:
     who = f"siobhan-{mode}"
     sessions = [

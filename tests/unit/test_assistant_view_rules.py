@@ -242,6 +242,11 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # Put on a new shift, plan or dose by somebody else; not something put somewhere.
         ("they put our whole crew on 4 tens, mon-thur 5am to 3:30", True),
         ("they put it in the fridge overnight", False),
+        # A role given them is a change; a thing made for them or a feeling is not.
+        ("good news, they made me shift supervisor! any tips for counting a till fast", True),
+        ("I was made store manager last week so the whole rota's on me", True),
+        ("she made me a cake for my birthday", False),
+        ("I was made aware of the policy", False),
         # A day or a month left over from a list is no subject of its own.
         ("news: the company's gone hybrid, I'm in the office Tuesdays and Thursdays now.", True),
         ("I swim on Mondays and Noor swims on Sundays now", False),
