@@ -213,9 +213,7 @@ def states_a_change(text: str) -> bool:
         # ("Weighed in this morning at 79.2, so the plan's working!").
         speaker_sentence = bool(_FIRST_PERSON.search(sentence))
         for clause in _CLAUSE_BREAK.split(sentence):
-            own = (speaker_sentence and not _subject_of_its_own(clause)) or bool(
-                _DENIES_WITHOUT_SUBJECT.match(clause)
-            )
+            own = (speaker_sentence and not _subject_of_its_own(clause)) or bool(_DENIES_WITHOUT_SUBJECT.match(clause))
             if clause and _changes(clause, own):
                 return True
     return False

@@ -55,6 +55,12 @@ def one_session_each(s: RunningServer, who: str, told: list[tuple[int, str]]) ->
         add_conversation(s, who, f"s{n}", said(JAN_2025 + day * DAY, user(text), assistant("Here are a few ideas.")))
 
 
+def sessions_apart(s: RunningServer, who: str, days: int, sessions: list[list[tuple[str, int]]]) -> None:
+    """Each list of turns a session of its own, `days` after the one before."""
+    for n, turns in enumerate(sessions):
+        add_conversation(s, who, f"s{n}", said(JAN_2025 + n * days * DAY, *turns))
+
+
 def assert_newer_first(response: Any, newer: str, older: str) -> None:
     """The newer statement in the top 3, above the older one (if returned at all)."""
     new, old = first_at(response, newer), first_at(response, older)
@@ -362,8 +368,7 @@ def test_a_car_measured_against_the_old_one_in_a_question_outranks_it(server: Ru
             assistant("Very little: keep its cooling vent clear."),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 100 * DAY, *turns))
+    sessions_apart(server, who, 100, sessions)
     assert_newer_first(ask(server, who, "which car do I have currently?", mode), "RAV4", "Civic")
 
 
@@ -389,8 +394,7 @@ def test_a_change_beside_a_remark_that_would_laugh_at_it_outranks_the_old_habit(
             user("flask is smart it's cold in the depot"),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 200 * DAY, *turns))
+    sessions_apart(server, who, 200, sessions)
     assert_newer_first(ask(server, who, "when am I usually going to sleep now?", mode), "half nine", "1am")
 
 
@@ -422,8 +426,7 @@ def test_the_assistants_reply_that_repeats_a_replaced_fact_gives_way_with_it(ser
             assistant("Oh that's great news, a mould-free bathroom and cheaper rent! Try a chorizo and chickpea stew."),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 120 * DAY, *turns))
+    sessions_apart(server, who, 120, sessions)
     # "With 1,250 rent, ..." says again what the raise replaced: it ranks below the raise.
     assert_newer_first(ask(server, who, "what's my rent currently?", mode), "1,450", "1,250")
 
@@ -461,8 +464,7 @@ def test_a_session_summary_gives_way_with_the_statement_it_answered_through(serv
             assistant("Warming the food slightly can make it more appealing."),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 80 * DAY, *turns))
+    sessions_apart(server, who, 80, sessions)
     assert_newer_first(ask(server, who, "What does my cat eat?", mode), "renal diet", "Lily's Kitchen")
 
 
@@ -487,8 +489,7 @@ def test_a_role_given_the_user_outranks_the_role_before(server: RunningServer, m
             assistant("Congratulations on the promotion!"),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 100 * DAY, *turns))
+    sessions_apart(server, who, 100, sessions)
     assert_newer_first(
         ask(server, who, "What position do I hold at the coffee shop?", mode), "store manager", "barista"
     )
@@ -520,8 +521,7 @@ def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: Ru
             assistant("Try Wednesday Addams, a black cat with eyeliner whiskers, or a witch."),
         ],
     ]
-    for n, turns in enumerate(sessions):
-        add_conversation(server, who, f"s{n}", said(JAN_2025 + n * 60 * DAY, *turns))
+    sessions_apart(server, who, 60, sessions)
     answer = ask(server, who, "which city do I live in right now?", mode)
     at = first_at(answer, "Manchester")
     assert at is not None and at < 3, [r.memory.content for r in answer.memories]

@@ -237,6 +237,15 @@ def _stated(r: RankedMemory, speakers: frozenset[str]) -> str:
     return " ".join(said if said.rstrip().endswith((".", "!", "?")) else f"{said}." for said in _said(r, speakers))
 
 
+def _best_quote(r: RankedMemory, by_id: dict[str, RankedMemory]) -> RankedMemory | None:
+    """Of a session summary's quotes among `by_id`, the one that answers the question best: what
+    the summary answered through; None for any other memory, or when none is there."""
+    if r.memory.kind is not MemoryKind.SUMMARY:
+        return None
+    quotes = [by_id[i] for i in r.memory.source_ids if i in by_id]
+    return max(quotes, key=lambda q: q.breakdown.relevance) if quotes else None
+
+
 def _words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
 
@@ -486,12 +495,9 @@ class CurrentTruth:
         by_id = {r.memory.id: r for r in statements}
         out = []
         for summary in statements:
-            if summary.memory.kind is not MemoryKind.SUMMARY:
+            best = _best_quote(summary, by_id)
+            if best is None:
                 continue
-            quotes = [by_id[i] for i in summary.memory.source_ids if i in by_id]
-            if not quotes:
-                continue
-            best = max(quotes, key=lambda r: r.breakdown.relevance)
             for newer in replaced_by.get(best.memory.id, ()):
                 pair = (summary.memory.id, newer.memory.id)
                 if pair in known or newer.memory.session_id == summary.memory.session_id:
@@ -533,12 +539,9 @@ class CurrentTruth:
         known = {(a.memory.id, b.memory.id) for a, b in pairs}
         out = []
         for older, newer in pairs:
-            if older.memory.kind is not MemoryKind.SUMMARY:
+            best = _best_quote(older, by_id)
+            if best is None:
                 continue
-            quotes = [by_id[i] for i in older.memory.source_ids if i in by_id]
-            if not quotes:
-                continue
-            best = max(quotes, key=lambda r: r.breakdown.relevance)
             if (best.memory.id, newer.memory.id) in known or best.memory.created_at >= newer.memory.created_at:
                 continue
             known.add((best.memory.id, newer.memory.id))
