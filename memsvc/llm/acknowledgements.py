@@ -81,6 +81,7 @@ _EVALUATIONS = frozenset(
     gotcha got see know hear heard sounds sound seems seem looks look feel mean love loved like fine well better
     best lot bit sense makes fabulous marvellous marvelous splendid stellar epic dope rad legit lucky touching
     relief relieved bummer shame pity huge big relatable deserved done enough worth poor genius
+    pleased chuffed stoked overjoyed ecstatic grateful thankful
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Nouns a reaction names what it reacts to with ("Great idea!", "Thanks for the tip").

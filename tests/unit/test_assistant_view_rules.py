@@ -197,6 +197,15 @@ NS = Namespace("t", "p", "e", "u")
         ("The Hobbit is a gentle start.", "my son wants to read fantasy", Role.ASSISTANT, Role.USER, False),
         ("Is that the 2019 Corolla?", "my car is making a noise", Role.ASSISTANT, Role.USER, False),
         ("Seven years is a long time!", "We've been together 7 years.", Role.ASSISTANT, Role.USER, False),
+        # How someone will feel about what the assistant gave is a reaction.
+        (
+            "thank you, she'll be so pleased",
+            "To whom it may concern: Josie is reliable.",
+            Role.USER,
+            Role.ASSISTANT,
+            True,
+        ),
+        ("she'll be home at 6", "When is Josie back?", Role.USER, Role.ASSISTANT, False),
     ],
 )
 def test_acknowledgements_are_told_from_turns_that_state_something(
