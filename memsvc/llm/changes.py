@@ -20,6 +20,8 @@ from lemminflect import getAllLemmas
 
 from memsvc.llm.text import sentences
 
+# How long one has been without something ("3 weeks today without the vape", "a year sober").
+_TIME_WITHOUT = r"(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober)"
 # Wording that says what held before no longer does.
 _CHANGE = re.compile(
     r"\b(?:now|nowadays|these days|any ?more|no longer|not \w+ing|from now on|instead|actually|turns out|"
@@ -31,7 +33,7 @@ _CHANGE = re.compile(
     r"bump(?:ed)?|hik(?:ed|ing)|cut|reschedul(?:ed|ing)|pushed|shift(?:ed|ing)|new|"
     # What is measured against the one it replaced ("handles the hills better than the old Honda").
     r"than (?:the|my|our) (?:old|previous|last|former)|(?:the|my|our) (?:previous|former)|"
-    r"(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober))\b",
+    rf"{_TIME_WITHOUT})\b",
     re.IGNORECASE,
 )
 # The speaker, or a thing of the speaker's, is what the sentence is about.
@@ -151,7 +153,7 @@ _DENIES_WITHOUT_SUBJECT = re.compile(
     r"(?:just\s+|really\s+)?been\s+\w+ing\b|"
     # ... or how long it has been without something ("3 weeks today without the vape", "two
     # months off sugar", "a year sober").
-    r"(?:\w+\s+)?(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)\s+)?(?:without|off|clean|sober)\b)",
+    rf"(?:\w+\s+)?{_TIME_WITHOUT}\b)",
     re.IGNORECASE,
 )
 
@@ -317,11 +319,14 @@ def not_current(text: str) -> bool:
     """Whether `text` tells what is no current state of its speaker's: a sentence of it is an
     addition, a one-off, a condition or the past retold ("we also got a kitten", "for once I
     ran"); a request or a plan is not ("can you help me email my manager")."""
-    return any(
-        p.search(_without_relatives(sentence))
-        for sentence in _stated_sentences(text)
-        for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)
-    )
+    return any(_no_current_state(sentence) for sentence in _stated_sentences(text))
+
+
+def _no_current_state(sentence: str) -> bool:
+    """Whether `sentence` as a whole is a condition, an addition, a one-off or the past retold;
+    its relative clauses aside ("..., which me from a year ago would find hilarious")."""
+    rest = _without_relatives(sentence)
+    return any(p.search(rest) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD))
 
 
 def replaces_what_held(text: str, question: str = "") -> bool:
@@ -335,7 +340,7 @@ def replaces_what_held(text: str, question: str = "") -> bool:
         # A condition, a one-off, an addition or the past retold holds its whole sentence ("for
         # once I ran, so hard"); a request or a plan holds its clause: a statement made inside a
         # request ("need shoe advice, I climb three times a week now") still states it.
-        if any(p.search(_without_relatives(sentence)) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD)):
+        if _no_current_state(sentence):
             continue
         # A clause that opens with its verb goes on about whoever the one before was about ("my
         # granddaughter started drums and wants to practise here").

@@ -151,17 +151,17 @@ class LexicalRecall:
         speakers = {name for name, ids in markers.items() if ids and all(i in present for i in ids)}
         return [[n for n in ns if n in speakers] for ns in names]
 
+    def _name_terms(self, plan: QueryPlan, name: str) -> tuple[list[int], list[int]]:
+        """The term ids a memory involving `name` holds: the speaker's markers (said by them) and
+        the name's own words (said to or about them)."""
+        tenant = plan.namespace.tenant
+        return self._hasher.speaker_ids(tenant, name), list(self._hasher.bag(tenant, name).counts)
+
     async def share_involving(self, plan: QueryPlan, names: Sequence[str], deadline: Deadline) -> float:
         """About what share of the namespace's memories involve one of `names` (said by, to or
         about them: the terms `involving` reads), from the index's document frequencies."""
-        tenant = plan.namespace.tenant
         # Each term of a name is on every memory the name is ("Mel Jones": both): counted once.
-        groups = [
-            ids
-            for name in names
-            for ids in (self._hasher.speaker_ids(tenant, name), list(self._hasher.bag(tenant, name).counts))
-            if ids
-        ]
+        groups = [ids for name in names for ids in self._name_terms(plan, name) if ids]
         if not groups:
             return 0.0
         docs, frequencies = await deadline.run(
@@ -177,15 +177,7 @@ class LexicalRecall:
         (said by them) or the name's own word (said to or about them), which are from a
         conversation with them (a session in which one of `memory_ids` does) and which from one
         without them; one read, nothing decrypted."""
-        tenant = plan.namespace.tenant
-        wanted = [
-            term_id
-            for name in names
-            for term_id in (
-                *self._hasher.speaker_ids(tenant, name),
-                *self._hasher.bag(tenant, name).counts,
-            )
-        ]
+        wanted = [term_id for name in names for ids in self._name_terms(plan, name) for term_id in ids]
         if not wanted or not memory_ids:
             return Involvement(frozenset(), frozenset(), frozenset())
         named, conversation, elsewhere = await deadline.run(
