@@ -58,19 +58,39 @@ _ADDITION = re.compile(
     re.IGNORECASE,
 )
 _ONE_OFF = re.compile(
-    # "today" after a time that ran up to it is a count, no one-off ("3 weeks today without the vape").
     # "this time" after "again" names the newest of repeated changes ("changed majors again,
     # public health this time"), not an occasion.
     r"^(?![^.!?]*\bagain\b)[^.!?]*\bthis time\b|"
-    r"\b(?:for once|just this once|one[- ]off|tonight|(?<!days )(?<!weeks )(?<!months )(?<!years )today|"
-    r"this morning|this evening|this afternoon|"
-    r"yesterday|last night|on a whim|on a dare|for a change|special occasion|once|"
+    r"\b(?:for once|just this once|one[- ]off|on a whim|on a dare|for a change|special occasion|once|"
     # A stay or a loan that ends: where one is or what one has for a while is no new home or car.
     r"all (?:week|weekend)|for the (?:week|weekend)|for a (?:few|couple of) (?:days|nights|weeks)|"
     r"for (?:a|the) (?:conference|work trip|business trip|wedding|visit)|on (?:vacation|holiday|a trip|business)|"
     r"borrow(?:ed|ing)|loaner|rental car)\b",
     re.IGNORECASE,
 )
+# When something happened ("tonight", "yesterday"): an occasion, unless what happened lasts (a
+# change worded, something acquired: "picked up a used RAV4 yesterday", "quit today").
+_OCCASION = re.compile(
+    # "today" after a time that ran up to it is a count ("3 weeks today without the vape").
+    r"\b(?:tonight|(?<!days )(?<!weeks )(?<!months )(?<!years )today|this morning|this evening|this afternoon|"
+    r"yesterday|last night)\b",
+    re.IGNORECASE,
+)
+_ACQUIRED = re.compile(
+    r"\b(?:bought|purchased|picked up|got|adopted|leased|signed)\s+(?:a|an|the|my|our)\b", re.IGNORECASE
+)
+
+
+def _one_off(text: str) -> bool:
+    """Whether `text` tells a one-off: in words that say so ("for once", "for the weekend"), or
+    an occasion ("tonight") where nothing of it words a change or an acquisition that lasts."""
+    if _ONE_OFF.search(text):
+        return True
+    if not _OCCASION.search(text):
+        return False
+    return not (_CHANGE.search(_DENIED_CHANGE.sub(" ", text)) or _ACQUIRED.search(text))
+
+
 # "may" the modal ("I may switch"), not the month people write in lower case too ("ditched coffee
 # in may", "since may 3").
 _MAY = (
@@ -165,8 +185,8 @@ def _changes(clause: str, about_the_speaker: bool) -> bool:
         return False
     if not (_FIRST_PERSON.search(clause) or about_the_speaker):
         return False
-    excluded = (_OTHERS_NEWS, _ADDITION, _ONE_OFF, _HYPOTHETICAL, _PAST_RETOLD)
-    return not any(p.search(clause) for p in excluded)
+    excluded = (_OTHERS_NEWS, _ADDITION, _HYPOTHETICAL, _PAST_RETOLD)
+    return not (_one_off(clause) or any(p.search(clause) for p in excluded))
 
 
 # A thing of the speaker's called old, previous or former ("the old Honda", "my previous landlord"):
@@ -289,6 +309,14 @@ def tells_the_past(text: str) -> bool:
     return bool(stated) and all(_PAST_RETOLD.search(s) for s in stated)
 
 
+def tells_a_one_off(text: str) -> bool:
+    """Whether all `text` states is worded as a one-off ("borrowing my brother's Tesla for the
+    weekend", "for once I ran"): once a later conversation has come, it has run its course. An
+    occasion alone is not ("Weighed in this morning at 79.2" holds until the next weigh-in)."""
+    stated = _stated_sentences(text)
+    return bool(stated) and all(_ONE_OFF.search(_without_relatives(s)) for s in stated)
+
+
 _RELATIVE = re.compile(r"(?:which|who|whom|whose|what|how)(?:['\u2019]?s)?\b", re.IGNORECASE)
 
 
@@ -326,7 +354,7 @@ def _no_current_state(sentence: str) -> bool:
     """Whether `sentence` as a whole is a condition, an addition, a one-off or the past retold;
     its relative clauses aside ("..., which me from a year ago would find hilarious")."""
     rest = _without_relatives(sentence)
-    return any(p.search(rest) for p in (_CONDITIONAL, _ADDITION, _ONE_OFF, _PAST_RETOLD))
+    return _one_off(rest) or any(p.search(rest) for p in (_CONDITIONAL, _ADDITION, _PAST_RETOLD))
 
 
 def replaces_what_held(text: str, question: str = "") -> bool:

@@ -528,6 +528,35 @@ def test_flats_looked_at_after_the_past_retold_leave_the_home_current(server: Ru
     assert not any(r.memory.outdated for r in answer.memories if "Manchester" in r.memory.content)
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_loan_of_an_earlier_conversation_has_run_its_course_and_the_own_car_comes_first(
+    server: RunningServer, mode: str
+) -> None:
+    who = f"dustin-{mode}"
+    sessions = [
+        [
+            user("whats the right tire pressure for my 2016 tacoma when im towing a small trailer"),
+            assistant("Check the door-jamb sticker; for towing, many owners add a few psi to the rear tires."),
+            user("and the trailer tires"),
+            assistant("Trailer tires usually run at the max pressure on their sidewall."),
+        ],
+        [
+            user("borrowing my brother's tesla model 3 for the weekend while hes away, how does supercharging work"),
+            assistant("Plug in at a Supercharger and it bills the car's account; 20 minutes adds a lot of range."),
+        ],
+        [
+            user("how often should i change the oil on the tacoma, mostly highway miles"),
+            assistant("Every 5,000 to 7,500 miles with synthetic oil, or what the manual says."),
+        ],
+    ]
+    sessions_apart(server, who, 50, sessions)
+    answer = ask(server, who, "What do I drive these days?", mode, limit=6)
+    # The borrowed car, and the assistant's answer about charging it, come after the own one.
+    assert_newer_first(answer, "tacoma", "tesla model 3")
+    assert_newer_first(answer, "tacoma", "Supercharger")
+    assert not any(r.memory.outdated for r in answer.memories if "tacoma" in r.memory.content)
+
+
 def test_an_acknowledgement_is_context_of_the_turn_it_answers_never_a_result(server: RunningServer) -> None:
     move_story(server, "cy")
     for mode in MODES:

@@ -21,7 +21,7 @@ from memsvc.domain.models import (
     ScoreBreakdown,
 )
 from memsvc.llm.acknowledgements import is_acknowledgement
-from memsvc.llm.changes import replaces_what_held, states_a_change, tells_the_past
+from memsvc.llm.changes import replaces_what_held, states_a_change, tells_a_one_off, tells_the_past
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
 from memsvc.pipeline.query.current import CurrentTruth, _as_newer, _can_hold, _first_person
@@ -295,6 +295,10 @@ def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: st
         # "today" after the time that ran up to it counts, no one-off.
         ("3 weeks today without the vape", "Do I vape?", True),
         ("had a cigarette today, first in ages", "Do I smoke?", False),
+        # An occasion ("yesterday") is a one-off unless what happened lasts: acquired, or a change.
+        ("picked up a used 2020 rav4 yesterday!! how often do i change the oil", "What do I drive?", True),
+        ("quit my job today, so done with retail", "Where do I work?", True),
+        ("drove my brother's truck yesterday, so big", "What do I drive?", False),
         ("my insurance renewed at 171 a month and i didnt even get a ticket??", "What do I pay for insurance?", True),
         ("is 171 a month normal for insurance?", "What do I pay for insurance?", False),
         # Options looked at are not had; a relative clause, a question typed without its mark, a
@@ -491,6 +495,20 @@ def test_each_block_has_its_share_and_lower_scored_memories_go_before_a_higher_o
 )
 def test_what_is_told_as_the_past_whatever_question_follows(text: str, past: bool) -> None:
     assert tells_the_past(text) is past
+
+
+@pytest.mark.parametrize(
+    ("text", "one_off"),
+    [
+        ("borrowing my brother's tesla for the weekend, how does supercharging work?", True),
+        ("in miami all week for a conference, my hotel is in brickell", True),
+        # An occasion alone is no one-off that runs its course: what it reports holds till the next.
+        ("Weighed in this morning at 79.2, so the plan's working!", False),
+        ("I drive a 2016 Tacoma", False),
+    ],
+)
+def test_what_is_worded_as_a_one_off(text: str, one_off: bool) -> None:
+    assert tells_a_one_off(text) is one_off
 
 
 def test_answers_compete_only_across_conversations_and_when_about_the_same_thing() -> None:

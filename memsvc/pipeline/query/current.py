@@ -39,6 +39,7 @@ from memsvc.llm.changes import (
     replaces_what_held,
     states_a_change,
     states_something,
+    tells_a_one_off,
     tells_the_past,
 )
 from memsvc.llm.heuristics import in_the_present_tense
@@ -246,6 +247,11 @@ def _best_quote(r: RankedMemory, by_id: dict[str, RankedMemory]) -> RankedMemory
     return max(quotes, key=lambda q: q.breakdown.relevance) if quotes else None
 
 
+def _talked_since(r: RankedMemory, pool: Sequence[RankedMemory]) -> bool:
+    """Whether a statement of `pool` comes from a conversation later than `r`'s."""
+    return any(p.memory.session_id != r.memory.session_id and p.memory.created_at > r.memory.created_at for p in pool)
+
+
 def _words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
 
@@ -334,8 +340,14 @@ class CurrentTruth:
         # a summary only when every quote of the user's that states something can.
         speakers = _speakers(pool)
         holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
-        # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory.
-        history = {r.memory.id for r in statements if tells_the_past(_stated(r, speakers))}
+        # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory;
+        # so is a one-off ("borrowing my brother's Tesla for the weekend") once a later
+        # conversation has come.
+        history = {
+            r.memory.id
+            for r in pool
+            if tells_the_past(told := _stated(r, speakers)) or (tells_a_one_off(told) and _talked_since(r, pool))
+        }
         shown = {r.memory.id: r for r in results}
         # Statements that say something about the same thing as another one of a different time:
         # the answers that compete, of which the newer comes first.
@@ -349,6 +361,10 @@ class CurrentTruth:
         # The assistant's replies that say again what a replaced statement said, in its session
         # ("With 1,250 rent, maybe start with 200 a month"), are outdated with it.
         pairs = pairs + self._echoes(replies, pairs, unit)
+        # ... as do those that answered what is history ("Plug in at a Supercharger" after the
+        # Tesla borrowed for a weekend).
+        past = [r for r in pool if r.memory.id in history]
+        history |= {r.memory.id for r in replies if any(self._echoes_one(r, was, unit) for was in past)}
         for was, now in pairs:
             if was.memory.id not in shown:
                 continue
@@ -516,17 +532,20 @@ class CurrentTruth:
         that `newer`, of a later session, replaced, about the same thing as that statement."""
         out = []
         for reply in replies:
-            if reply.memory.id not in unit:
-                continue
             for was, now in pairs:
-                if (
-                    was.memory.session_id == reply.memory.session_id != now.memory.session_id
-                    and was.memory.id in unit
-                    and float(unit[reply.memory.id] @ unit[was.memory.id]) >= self._same_thing
-                ):
+                if was.memory.session_id != now.memory.session_id and self._echoes_one(reply, was, unit):
                     out.append((reply, now))
                     break
         return out
+
+    def _echoes_one(self, reply: RankedMemory, statement: RankedMemory, unit: dict[str, Vector]) -> bool:
+        """Whether the assistant's `reply` is of `statement`'s session and about the same thing."""
+        return (
+            reply.memory.session_id == statement.memory.session_id
+            and reply.memory.id in unit
+            and statement.memory.id in unit
+            and float(unit[reply.memory.id] @ unit[statement.memory.id]) >= self._same_thing
+        )
 
     @staticmethod
     def _quotes_replaced(
