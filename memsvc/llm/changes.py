@@ -390,3 +390,20 @@ def replaces_what_held(text: str, question: str = "") -> bool:
             if _says_anything(clause) and not others:
                 return True
     return False
+
+
+def tells_anothers_change(text: str, question: str = "") -> bool:
+    """Whether `text` tells of a change of someone else's that `question` does not ask about ("my
+    sister just moved to Denver" for "What city do I live in?"), and nothing of it can hold now
+    for its speaker: no answer to a question about the speaker's present."""
+    asked = question.lower()
+    for sentence in _stated_sentences(text):
+        for clause in _CLAUSE_BREAK.split(sentence):
+            person = _PERSON_SUBJECT.search(clause.strip())
+            if person is None or _CHANGED_FOR_THEM.search(clause):
+                continue
+            named = (person.group("person") or _name(person.group("name") or "")).lower()
+            theirs = bool(person.group("pronoun")) or bool(named and named not in asked)
+            if theirs and _CHANGE.search(_DENIED_CHANGE.sub(" ", clause)):
+                return not replaces_what_held(text, question)
+    return False

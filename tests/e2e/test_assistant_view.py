@@ -340,6 +340,28 @@ def test_someone_elses_move_supersedes_nothing(server: RunningServer) -> None:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_a_relatives_move_comes_after_where_the_user_lives(server: RunningServer, mode: str) -> None:
+    who = f"caleb-{mode}"
+    sessions = [
+        [
+            user("friends visiting pittsburgh next weekend, where do i take them for food"),
+            assistant("Primanti Bros for the sandwich, then the Strip District on Saturday morning."),
+        ],
+        [
+            user("my sister just moved to denver for a nursing job, whats a good housewarming gift i can ship her"),
+            assistant("A plant delivered locally, or a humidifier: the air there is very dry."),
+        ],
+        [
+            user("best way to bike to downtown without dealing with the hills"),
+            assistant("Take the riverfront trail; it stays flat most of the way."),
+        ],
+    ]
+    sessions_apart(server, who, 50, sessions)
+    answer = ask(server, who, "What city do I live in?", mode, limit=6)
+    assert_newer_first(answer, "pittsburgh", "denver")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_a_car_measured_against_the_old_one_in_a_question_outranks_it(server: RunningServer, mode: str) -> None:
     who = f"gerald-{mode}"
     sessions = [

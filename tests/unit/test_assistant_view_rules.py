@@ -21,7 +21,13 @@ from memsvc.domain.models import (
     ScoreBreakdown,
 )
 from memsvc.llm.acknowledgements import is_acknowledgement
-from memsvc.llm.changes import replaces_what_held, states_a_change, tells_a_one_off, tells_the_past
+from memsvc.llm.changes import (
+    replaces_what_held,
+    states_a_change,
+    tells_a_one_off,
+    tells_anothers_change,
+    tells_the_past,
+)
 from memsvc.llm.heuristics import asks_about_the_past, asks_about_the_present
 from memsvc.pipeline.context import QueryInput, QueryPlan, Turn
 from memsvc.pipeline.query.current import CurrentTruth, _as_newer, _can_hold, _first_person
@@ -495,6 +501,23 @@ def test_each_block_has_its_share_and_lower_scored_memories_go_before_a_higher_o
 )
 def test_what_is_told_as_the_past_whatever_question_follows(text: str, past: bool) -> None:
     assert tells_the_past(text) is past
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "theirs"),
+    [
+        ("my sister just moved to denver for a nursing job", "What city do I live in?", True),
+        ("she just moved to Leeds", "Where do I live?", True),
+        # ... unless the question asks about them, or the speaker's own change is told beside it.
+        ("my sister just moved to denver for a nursing job", "Where does my sister live?", False),
+        ("my sister moved to Leeds and I moved in with her", "Where do I live?", False),
+        # Something of the speaker's changed by someone else is the speaker's change.
+        ("they raised my rent to 1,450", "What is my rent?", False),
+        ("my sister loves Denver", "What city do I live in?", False),
+    ],
+)
+def test_someone_elses_change_answers_nothing_of_the_speakers_present(text: str, question: str, theirs: bool) -> None:
+    assert tells_anothers_change(text, question) is theirs
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from memsvc.llm.changes import (
     states_a_change,
     states_something,
     tells_a_one_off,
+    tells_anothers_change,
     tells_the_past,
 )
 from memsvc.llm.heuristics import in_the_present_tense
@@ -342,11 +343,14 @@ class CurrentTruth:
         holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
         # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory;
         # so is a one-off ("borrowing my brother's Tesla for the weekend") once a later
-        # conversation has come.
+        # conversation has come, and someone else's change that the question does not ask about
+        # ("my sister just moved to Denver" for "What city do I live in?").
         history = {
             r.memory.id
             for r in pool
-            if tells_the_past(told := _stated(r, speakers)) or (tells_a_one_off(told) and _talked_since(r, pool))
+            if tells_the_past(told := _stated(r, speakers))
+            or (tells_a_one_off(told) and _talked_since(r, pool))
+            or tells_anothers_change(told, plan.query)
         }
         shown = {r.memory.id: r for r in results}
         # Statements that say something about the same thing as another one of a different time:
@@ -361,8 +365,8 @@ class CurrentTruth:
         # The assistant's replies that say again what a replaced statement said, in its session
         # ("With 1,250 rent, maybe start with 200 a month"), are outdated with it.
         pairs = pairs + self._echoes(replies, pairs, unit)
-        # ... as do those that answered what is history ("Plug in at a Supercharger" after the
-        # Tesla borrowed for a weekend).
+        # The replies that answered what is history go with it ("Plug in at a Supercharger" after
+        # the Tesla borrowed for a weekend).
         past = [r for r in pool if r.memory.id in history]
         history |= {r.memory.id for r in replies if any(self._echoes_one(r, was, unit) for was in past)}
         for was, now in pairs:
