@@ -25,6 +25,9 @@ _TIME_WITHOUT = r"(?:days?|weeks?|months?|years?)\s+(?:(?:today|now|straight|in)
 # Wording that says what held before no longer does.
 _CHANGE = re.compile(
     r"\b(?:now|nowadays|these days|any ?more|no longer|not \w+ing|from now on|instead|actually|turns out|"
+    # What holds from now over a span to come ("no soccer for me the rest of the year").
+    r"the rest of the (?:year|season|summer|winter|spring|fall|autumn)|for the foreseeable(?: future)?|"
+    r"until further notice|"
     r"switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|relocat(?:ed|ing)|transferr?(?:ed|ing)|"
     r"start(?:ed|ing)?|began|quit|gave up|given up|giving up|stopp(?:ed|ing)|dropp(?:ed|ing)|cancell?(?:ed|ing)|"
     r"replac(?:ed|ing)|ditch(?:ed|ing)?|swapp?(?:ed|ing)?|upgrad(?:ed|ing)|downgrad(?:ed|ing)|promot(?:ed|ion)|resign(?:ed|ing)|retir(?:ed|ing)|"
@@ -396,14 +399,16 @@ def tells_anothers_change(text: str, question: str = "") -> bool:
     """Whether `text` tells of a change of someone else's that `question` does not ask about ("my
     sister just moved to Denver" for "What city do I live in?"), and nothing of it can hold now
     for its speaker: no answer to a question about the speaker's present."""
-    asked = question.lower()
+    asked = {w.removesuffix("'s") for w in re.findall(r"[\w']+", question.lower())}
     for sentence in _stated_sentences(text):
-        for clause in _CLAUSE_BREAK.split(sentence):
-            person = _PERSON_SUBJECT.search(clause.strip())
+        for clause in map(str.strip, _CLAUSE_BREAK.split(sentence)):
+            person = _PERSON_SUBJECT.search(clause)
             if person is None or _CHANGED_FOR_THEM.search(clause):
                 continue
-            named = (person.group("person") or _name(person.group("name") or "")).lower()
-            theirs = bool(person.group("pronoun")) or bool(named and named not in asked)
+            # Whom it names: the person, and a name after them ("my fiancé Jake").
+            who = (person.group("person") or _name(person.group("name") or "")).lower()
+            named = {who, *(clause[person.end() :].lower().split()[:1] if person.group("person") else ())}
+            theirs = bool(person.group("pronoun")) or bool(who and not named & asked)
             if theirs and _CHANGE.search(_DENIED_CHANGE.sub(" ", clause)):
                 return not replaces_what_held(text, question)
     return False

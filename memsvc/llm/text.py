@@ -214,10 +214,14 @@ def extract_keywords(text: str) -> Keywords:
     )
 
 
-# Not after a title or an abbreviation that takes a full stop ("Dr. Okafor", "e.g. this").
+# Emoji and pictographs, with the selector that asks for one ("❤️").
+EMOJI = "[\U0001f300-\U0001faff\u2600-\u27bf\ufe0f]"
+# Not after a title or an abbreviation that takes a full stop ("Dr. Okafor", "e.g. this"). An
+# emoji ends a sentence as a full stop does in text typed on a phone ("... name change 😩 whats
+# first?").
 _SENTENCE_BREAK = re.compile(
-    r"(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)"
-    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)\s+"
+    r"(?:(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bProf\.)(?<!\bJr\.)(?<!\bSr\.)"
+    rf"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)|(?<={EMOJI}))\s+"
 )
 
 

@@ -339,6 +339,30 @@ def test_someone_elses_move_supersedes_nothing(server: RunningServer) -> None:
     assert not any(r.memory.outdated for r in answer.memories if "Boston" in r.memory.content)
 
 
+def test_what_is_typed_before_an_emoji_is_a_statement_even_when_a_question_follows(server: RunningServer) -> None:
+    who = "lena"
+    add_conversation(
+        server,
+        who,
+        "s1",
+        said(JAN_2025, user("any good pierogi near me? i live in pittsburgh, lawrenceville area")),
+    )
+    written = add_conversation(
+        server,
+        who,
+        "s2",
+        said(
+            JAN_2025 + 60 * DAY,
+            user("we finally moved to denver last week 😅 whats a good grocery store near cap hill?"),
+        ),
+    )
+    # The sentence before the emoji is extracted as what it states, without the emoji.
+    facts = [m.content for m in written.extracted]
+    assert any("moved to denver last week" in f and "😅" not in f for f in facts), facts
+    for mode in MODES:
+        assert_newer_first(ask(server, who, "Which city do I live in now?", mode), "denver", "pittsburgh")
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_relatives_move_comes_after_where_the_user_lives(server: RunningServer, mode: str) -> None:
     who = f"caleb-{mode}"

@@ -268,6 +268,11 @@ def test_acknowledgements_are_told_from_turns_that_state_something(
         # Measured against the one it replaced.
         ("The RAV4 handles the hills up to our place much better than the old Honda did", True),
         ("my previous landlord never fixed anything", True),
+        # What holds from now over a span to come; an emoji ends a sentence, so the question typed
+        # after it asks ("going up my nose") and states nothing.
+        ("pt says swimming is best for my acl rehab, no soccer for me the rest of the year 😑 how do i swim", True),
+        ("back from the honeymoon and now i gotta do the last name change 😩 whats first, ssn or dmv?", True),
+        ("my goggles fog up 😩 how do i keep water from going up my nose", False),
     ],
 )
 def test_a_change_of_the_speakers_is_told_from_what_only_looks_like_one(text: str, changes: bool) -> None:
@@ -511,6 +516,8 @@ def test_what_is_told_as_the_past_whatever_question_follows(text: str, past: boo
         # ... unless the question asks about them, or the speaker's own change is told beside it.
         ("my sister just moved to denver for a nursing job", "Where does my sister live?", False),
         ("my sister moved to Leeds and I moved in with her", "Where do I live?", False),
+        ("my fiancé jake wants a taco truck instead of a plated dinner", "What is Jake to me now?", False),
+        ("my fiancé jake wants a taco truck instead of a plated dinner", "What do I want to eat?", True),
         # Something of the speaker's changed by someone else is the speaker's change.
         ("they raised my rent to 1,450", "What is my rent?", False),
         ("my sister loves Denver", "What city do I live in?", False),

@@ -23,6 +23,7 @@ from memsvc.llm.text import (
     extract_keywords,
     named_entities,
     salient_terms,
+    sentences,
     stem,
     tokens,
     without_names,
@@ -44,6 +45,15 @@ def test_keywords_find_names_phrases_numbers_and_content_words() -> None:
     assert {"crane", "collapse", "happened"} <= set(kw.terms)
     assert "did" not in kw.terms and "pm" not in kw.terms
     assert kw.query().startswith("the crane collapse Dave Miller Acme")
+
+
+def test_an_emoji_ends_a_sentence_as_a_full_stop_does() -> None:
+    assert sentences("name change 😩 whats first? Dr. Okafor said so ❤️ ok") == [
+        "name change 😩",
+        "whats first?",
+        "Dr. Okafor said so ❤️",
+        "ok",
+    ]
 
 
 def test_sentence_starters_and_months_are_not_names() -> None:

@@ -18,7 +18,7 @@ from typing import Protocol
 from memsvc.deadline import Deadline
 from memsvc.domain.models import Memory, MemoryKind, Role, SpokenTurn
 from memsvc.llm.dates import resolve_date_phrase
-from memsvc.llm.text import sentences
+from memsvc.llm.text import EMOJI, sentences
 from memsvc.pipeline.write.instructions import instruction_of
 from memsvc.pipeline.write.third_person import as_said_by
 
@@ -230,11 +230,15 @@ def _written_i(match: re.Match[str]) -> str:
     return _WRITTEN_I.get(typed, "I" + typed[1:])
 
 
+_TRAILING_EMOJI = re.compile(rf"(?:\s*{EMOJI})+$")
+
+
 def _sentences(content: str) -> list[str]:
     out = []
     for raw in sentences(content):
         sentence = _LEAD.sub("", _TYPED_I.sub(_written_i, raw)).strip()
         sentence = _ASKED_AFTER.sub("", _CLAUSE_LEAD.sub("", sentence))
+        sentence = _TRAILING_EMOJI.sub("", sentence)  # the mood it was typed in, no part of the fact
         if sentence and sentence[0].islower() and sentence[:2].lower() in {"i ", "i'", "my"}:
             sentence = sentence[0].upper() + sentence[1:]
         out.append(sentence)
