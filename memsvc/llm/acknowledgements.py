@@ -45,6 +45,7 @@ from memsvc.stores.lexical.analysis import Analyzer
 _INTERJECTIONS = frozenset(
     """
     oh ooh ah aah aw aww awww wow whoa woah yay yey hooray haha hahaha hahahaha hehe heh ha lol lmao rofl omg gosh
+    goodness god heavens omigod
     geez jeez hmm hm mm mmm uh um huh yikes ugh phew oops ouch oof yum yummy hah ok okay k kk alright allright cool
     nice neat sweet wowza gee golly dang damn darn boy ohh ahh brill ace righto bingo woohoo whew yass yay
     sorted cracking lush grand stoked buzzing swell dandy fr frfr

@@ -617,6 +617,20 @@ def test_an_acknowledgement_is_context_of_the_turn_it_answers_never_a_result(ser
     assert len(ids) == len(set(ids)) and all(c.id not in ids for r in expanded.memories for c in r.context)
 
 
+def test_an_exclamation_of_joy_is_no_result_in_any_mode(server: RunningServer) -> None:
+    add_conversation(
+        server,
+        "ayla",
+        "s1",
+        said(
+            JAN_2025,
+            user("SAM PROPOSED!!! on the beach in Kas, I said yes obviously. Now I need to tell everyone help"),
+            assistant("Oh my goodness, congratulations!!"),
+        ),
+    )
+    assert_no_result_in_any_mode(server, "ayla", "Is Sam my fiancé now?", "goodness")
+
+
 def test_a_fact_and_the_turn_it_was_extracted_from_are_one_result(server: RunningServer) -> None:
     add_conversation(server, "di", "s1", [turn("I'm allergic to shellfish, so no oysters for me", at=JAN_2025)])
     for mode in MODES:

@@ -136,6 +136,9 @@ NS = Namespace("t", "p", "e", "u")
             False,
         ),
         ("ok thank you, God bless", "Drink plenty of water today.", Role.USER, Role.ASSISTANT, True),
+        # "my goodness", "oh my god": exclamations, as "wow" is.
+        ("Oh my goodness, congratulations!!", "SAM PROPOSED!!! on the beach", Role.ASSISTANT, Role.USER, True),
+        ("oh my god I love that show", "Try Derry Girls.", Role.USER, Role.ASSISTANT, False),
         ("Inshallah it goes well!", "the interview is tomorrow", Role.ASSISTANT, Role.USER, True),
         ("Eid Mubarak!", "off to my parents' for Eid", Role.ASSISTANT, Role.USER, True),
         ("Have a blessed Sunday!", "thanks, it worked", Role.ASSISTANT, Role.USER, True),
