@@ -265,6 +265,8 @@ class MemoryFilter:
     tier: Tier | None = None
     tags_any: tuple[str, ...] = ()
     session_id: str = ""
+    # Any of these sessions (set by recall, not by callers: a named person's conversations).
+    session_ids: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     min_importance: float | None = None
     roles: tuple[Role, ...] = ()
@@ -280,6 +282,7 @@ class MemoryFilter:
             (self.tier is None or memory.tier is self.tier)
             and (not self.tags_any or bool(set(self.tags_any) & set(memory.tags)))
             and (not self.session_id or memory.session_id == self.session_id)
+            and (not self.session_ids or memory.session_id in self.session_ids)
             and (not self.roles or memory.role in self.roles)
             and (not self.kinds or memory.kind in self.kinds)
             and (self.created_after is None or memory.created_at >= self.created_after)
@@ -294,6 +297,7 @@ class MemoryFilter:
             "tier": self.tier.value if self.tier else None,
             "tags": sorted(self.tags_any),
             "session": self.session_id,
+            "sessions": sorted(self.session_ids),
             "meta": self.metadata,
             "imp": self.min_importance,
             "roles": sorted(r.value for r in self.roles),

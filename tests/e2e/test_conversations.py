@@ -682,6 +682,30 @@ def test_a_named_speakers_own_answer_comes_before_their_name_and_other_peoples_c
     assert (ranked[:1] == [turns[1].id]) == (elsewhere_weight < 1)
 
 
+@pytest.mark.parametrize("depth_factor", [1, 4], ids=["meaning-alone", "within-their-conversations"])
+def test_a_named_speaker_among_many_conversations_is_looked_for_within_theirs(
+    server_factory: ServerFactory, depth_factor: int
+) -> None:
+    s = server_factory(recall_candidates=4, named_recall_depth_factor=depth_factor)
+    for n, (first, second) in enumerate(OTHER_PEOPLE):
+        for topic, chat in (("books", OTHERS_ON_BOOKS), ("travel", OTHERS_ON_TRAVEL)):
+            people = {"Omar": first, "Rosa": second}
+            at = MAY_8_2023 - (10 - n) * DAY
+            spoken = [
+                turn(text.replace("Rosa", second), people[name], at=at + i) for i, (name, text) in enumerate(chat)
+            ]
+            add_conversation(s, "many", f"{topic}-{n}", spoken)
+    # Her conversation holds more memories than a search's depth, a small share of all.
+    said = list(add_conversation(s, "many", "s1", [*chatter(MAY_8_2023 - DAY), *MELANIE_ON_BOOKS]).turns)[-1]
+    turns_only = memory_pb2.MemoryFilter(min_importance=0.0, kinds=[memory_pb2.MEMORY_KIND_EPISODE])
+    found = query(s, "many", "What books has Melanie read?", filter=turns_only, limit=3)
+    ranked = [r.memory.id for r in found.memories]
+    within = "recall: searched by meaning within the conversations of Melanie" in found.report.notes
+    assert within == (depth_factor > 1), list(found.report.notes)
+    # By meaning alone (the name is not embedded) other people's talk of books outranks hers.
+    assert (said.id in ranked) == (depth_factor > 1), [r.memory.content for r in found.memories]
+
+
 def test_a_user_who_last_spoke_a_year_ago_finds_what_they_said_last_first(server: RunningServer) -> None:
     year_ago = time.time() - 365 * DAY
     for n, back in enumerate((700, 350, 0)):

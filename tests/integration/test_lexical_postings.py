@@ -349,6 +349,18 @@ def test_sessions_holding_names_the_memories_holding_a_term_those_of_their_sessi
     assert stores.run(stores.lexical.sessions_holding(ALICE, [said], [])) == empty
 
 
+def test_sessions_with_names_every_session_in_which_a_memory_holds_a_term(stores: Stores) -> None:
+    stores.add(ALICE, {1: 1, 5: 1}, session="chat")
+    stores.add(ALICE, {5: 1}, session="chat")
+    stores.add(ALICE, {2: 1}, session="another")
+    stores.add(ALICE, {5: 1}, session="elsewhere")  # no asked term
+    stores.add(ALICE, {1: 1})  # no session
+    stores.add(BOB, {1: 1}, session="bobs")  # another namespace
+    assert stores.run(stores.lexical.sessions_with(ALICE, [1, 2, 9])) == frozenset({"chat", "another"})
+    assert stores.run(stores.lexical.sessions_with(ALICE, [9])) == frozenset()
+    assert stores.run(stores.lexical.sessions_with(ALICE, [])) == frozenset()
+
+
 def test_terms_present_names_the_asked_terms_any_memory_of_the_namespace_holds(stores: Stores) -> None:
     a = stores.add(ALICE, {1: 1, 2: 1})
     stores.add(ALICE, {3: 1})

@@ -29,10 +29,12 @@ BOB = Namespace("acme", "default", "development", "bob")
 IndexFactory = Callable[..., MilvusVectorIndex]
 
 
-def item(memory_id: str, seed: int, tier: Tier = Tier.HOT, tags: tuple[str, ...] = ()) -> VectorItem:
+def item(
+    memory_id: str, seed: int, tier: Tier = Tier.HOT, tags: tuple[str, ...] = (), session: str = "s1"
+) -> VectorItem:
     vector = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
     return VectorItem(
-        memory_id, vector, tier, tags, "s1", Role.USER, MemoryKind.FACT, RetentionStatus.ACTIVE, time.time()
+        memory_id, vector, tier, tags, session, Role.USER, MemoryKind.FACT, RetentionStatus.ACTIVE, time.time()
     )
 
 
@@ -98,6 +100,19 @@ def test_a_write_is_searchable_counted_and_isolated(
     stored = loop_thread.run(index.vectors(ALICE, ["a1", "b1"]))
     assert set(stored) == {"a1"}
     assert np.allclose(stored["a1"], a1.vector, atol=1e-5)
+
+
+def test_a_search_within_sessions_finds_only_their_memories(loop_thread: LoopThread, indexes: IndexFactory) -> None:
+    index = indexes()
+    items = [item("a1", 1, session="chat"), item("a2", 2, session="other"), item("a3", 3, session="")]
+    items.append(item("a4", 4, session="third"))
+    loop_thread.run(index.upsert(ALICE, items))
+    within = MemoryFilter(session_ids=("chat", ""))
+    assert set(ids(loop_thread.run(index.search(ALICE, items[1].vector, 10, within)))) == {"a1", "a3"}
+    # With the caller's own session filter, both must hold.
+    both = MemoryFilter(session_id="chat", session_ids=("chat", "other"))
+    assert ids(loop_thread.run(index.search(ALICE, items[1].vector, 10, both))) == ["a1"]
+    assert loop_thread.run(index.search(ALICE, items[1].vector, 10, MemoryFilter(session_ids=("none",)))) == []
 
 
 @pytest.mark.parametrize("placement", ["partition", "partition_key"])

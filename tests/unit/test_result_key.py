@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memsvc.domain.models import MemoryFilter, MemoryKind, Role, Tier
+from memsvc.domain.models import Memory, MemoryFilter, MemoryKind, Namespace, Role, Tier
 from memsvc.pipeline.context import NOT_IN_RESULT_KEY, QueryInput, Turn, result_key
 
 BASE = QueryInput(user_id="u1", query="how do I like to fly?")
@@ -31,6 +31,7 @@ VARIED_FILTER: dict[str, Any] = {
     "tier": Tier.COLD,
     "tags_any": ("travel",),
     "session_id": "s-1",
+    "session_ids": ("s-1", "s-2"),
     "metadata": {"source": "chat"},
     "min_importance": 0.2,
     "roles": (Role.ASSISTANT,),
@@ -65,3 +66,13 @@ def test_every_filter_field_is_in_the_filter_fingerprint() -> None:
     assert names == VARIED_FILTER.keys(), f"vary the new MemoryFilter fields {sorted(names - VARIED_FILTER.keys())}"
     for name, value in VARIED_FILTER.items():
         assert MemoryFilter(**{name: value}).fingerprint() != MemoryFilter().fingerprint(), name
+
+
+NS = Namespace("acme", "default", "development", "u")
+
+
+def test_a_filter_of_sessions_admits_a_memory_of_one_of_them() -> None:
+    within = MemoryFilter(session_ids=("s-1", ""))
+    assert within.admits(Memory("a", NS, "x", session_id="s-1"))
+    assert within.admits(Memory("b", NS, "x"))  # of no session
+    assert not within.admits(Memory("c", NS, "x", session_id="s-2"))

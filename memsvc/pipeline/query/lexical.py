@@ -170,6 +170,14 @@ class LexicalRecall:
         held = sum(max(frequencies.get(t, 0) for t in ids) for ids in groups)
         return min(1.0, held / docs) if docs else 0.0
 
+    async def sessions_involving(self, plan: QueryPlan, names: Sequence[str], deadline: Deadline) -> frozenset[str]:
+        """The sessions in which a memory involves one of `names` (said by, to or about them: the
+        terms `involving` reads): the conversations with them."""
+        wanted = [term_id for name in names for ids in self._name_terms(plan, name) for term_id in ids]
+        if not wanted:
+            return frozenset()
+        return await deadline.run(self._index.sessions_with(plan.namespace, wanted), "the lexical index")
+
     async def involving(
         self, plan: QueryPlan, memory_ids: Sequence[str], names: Sequence[str], deadline: Deadline
     ) -> Involvement:

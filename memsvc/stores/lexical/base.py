@@ -73,6 +73,11 @@ class LexicalIndex(Protocol):
         a session in which none of `memory_ids` does (none when none holds a term). One read."""
         ...
 
+    async def sessions_with(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[str]:
+        """The sessions (`session_id`, none empty) of the memories whose postings hold one of
+        `terms`; one read of those postings."""
+        ...
+
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         """Which of `terms` any memory of the namespace holds."""
         ...

@@ -310,6 +310,24 @@ class SqlLexicalIndex:
 
         return await self._db.transact(read(), write=False, short=True)
 
+    async def sessions_with(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[str]:
+        if not terms:
+            return frozenset()
+        in_terms, values = self._sql.in_list("p.term", list(dict.fromkeys(terms)))
+        # From the terms' postings to each memory's session by its key (the (ns, id, session_id)
+        # index alone), in that order: left to choose, SQLite walked every memory of the
+        # namespace instead (20 against 4 ms at 13,000 memories).
+        sql = (
+            "SELECT DISTINCT m.session_id FROM lexical_postings p CROSS JOIN memories m "
+            f"WHERE p.ns = %s AND {in_terms} AND m.ns = p.ns AND m.id = p.memory_id AND m.session_id <> ''"
+        )
+
+        def read() -> Program[frozenset[str]]:
+            rows = (yield q(sql, (namespace.digest, *values))).rows
+            return frozenset(str(r[0]) for r in rows)
+
+        return await self._db.transact(read(), write=False, short=True)
+
     async def terms_present(self, namespace: Namespace, terms: Sequence[int]) -> frozenset[int]:
         if not terms:
             return frozenset()

@@ -195,6 +195,9 @@ def filter_sql(
     if memory_filter.session_id:
         clauses.append(f"session_id = {placeholder}")
         params.append(memory_filter.session_id)
+    if memory_filter.session_ids:
+        clauses.append(f"session_id IN ({', '.join([placeholder] * len(memory_filter.session_ids))})")
+        params.extend(memory_filter.session_ids)
     if memory_filter.min_importance is not None:
         clauses.append(f"importance >= {placeholder}")
         params.append(memory_filter.min_importance)

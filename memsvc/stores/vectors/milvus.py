@@ -78,6 +78,8 @@ def filter_expression(memory_filter: MemoryFilter) -> list[str]:
         terms.append(f"ARRAY_CONTAINS_ANY(tags, [{', '.join(quote(t) for t in memory_filter.tags_any)}])")
     if memory_filter.session_id:
         terms.append(f"session_id == {quote(memory_filter.session_id)}")
+    if memory_filter.session_ids:
+        terms.append(f"session_id in [{', '.join(quote(s) for s in memory_filter.session_ids)}]")
     if memory_filter.roles:
         terms.append(f"role in [{', '.join(quote(r.value) for r in memory_filter.roles)}]")
     if memory_filter.kinds:
