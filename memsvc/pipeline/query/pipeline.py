@@ -37,9 +37,12 @@ from memsvc.pipeline.query.scope import ScopeStage
 from memsvc.stores.caches.base import CachedResult, ResultCache
 from memsvc.stores.vectors.base import Vector
 
-# A question's named speakers in more conversations than this are looked for by a deeper
-# search, not by one that names every conversation of theirs.
+# A question's named speakers in more conversations than this, or involved in more memories,
+# are looked for by a deeper search, not by one within their conversations: its filter would
+# name too many, their sessions take long to read, and past 5,000 rows the filtered search walks
+# the graph too (milvus_lite.DEFAULT_EXACT_ROWS).
 MAX_NAMED_SESSIONS = 512
+MAX_NAMED_MEMORIES = 5_000
 
 
 @dataclass(frozen=True)
@@ -260,17 +263,17 @@ class QueryPipeline:
     ) -> tuple[int, frozenset[str]]:
         """How many times deeper dense recall looks for a question naming `speakers`
         (`named_depth_factor`: the configured most while the lexical index is down), and, where
-        what involves them is under half the namespace's memories, the sessions of their
-        conversations (`_dense_within`; none: look deeper instead)."""
+        what involves them is under half the namespace's memories and a few thousand at most,
+        the sessions of their conversations (`_dense_within`; none: look deeper instead)."""
         assert self.lexical is not None
         try:
             share = await self.lexical.share_involving(plan, speakers, deadline)
         except Unavailable:
             return self.named_depth_factor, frozenset()
         factor = named_depth_factor(share, self.named_depth_factor)
-        if factor <= 2:
-            return factor, frozenset()
         try:
+            if factor <= 2 or share * await self.lexical.memories(plan, deadline) > MAX_NAMED_MEMORIES:
+                return factor, frozenset()
             sessions = await self.lexical.sessions_involving(plan, speakers, deadline)
         except Unavailable:
             return factor, frozenset()
