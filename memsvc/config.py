@@ -211,8 +211,9 @@ class Settings(BaseSettings):
     usage_saturation: float = 10.0
     recall_candidates: int = 50
     # A question that names speakers of the user's chats: dense recall looks up to this many
-    # times deeper (less where most memories involve them: recall.named_depth_factor) and both
-    # channels put what involves them first (QueryPipeline._named_first); 1 turns it off.
+    # times deeper (less where most memories involve them: recall.named_depth_factor), or within
+    # their conversations where they are in few of the memories (QueryPipeline._dense_within), and
+    # both channels put what involves them first (QueryPipeline._named_first); 1 turns it off.
     named_recall_depth_factor: int = Field(default=4, ge=1)
     # ... and a candidate from a conversation none of them took part in keeps this share of its
     # fused score (a long history of other people's chats about the same things); 1 turns it off.
