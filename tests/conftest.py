@@ -20,7 +20,7 @@ from memsvc.domain.models import Permission
 from memsvc.server import Components, Service, build_components
 from memsvc.v1 import query_service_pb2_grpc, write_service_pb2_grpc
 from tests.live_server import live_server  # noqa: F401  (a fixture, shared by the suites)
-from tests.milvus_server import milvus_server, milvus_server_session  # noqa: F401  (fixtures, as above)
+from tests.milvus_server import MilvusServer, milvus_server, milvus_server_session  # noqa: F401  (fixtures, as above)
 from tests.tls_certs import pki  # noqa: F401  (a fixture, as above)
 
 T = TypeVar("T")
@@ -154,6 +154,15 @@ def server_factory(loop_thread: LoopThread, embedder: Any, tmp_path: Path) -> It
     for running in started:
         running.channel.close()
         loop_thread.run(running.server.stop(0))
+
+
+@pytest.fixture(params=["milvus-lite", "milvus-server"])
+def engine_server_factory(request: pytest.FixtureRequest, server_factory: ServerFactory) -> ServerFactory:
+    """`server_factory` on Milvus Lite in process, or on the session's C++ Milvus server."""
+    if request.param == "milvus-lite":
+        return server_factory
+    milvus: MilvusServer = request.getfixturevalue("milvus_server")
+    return lambda **overrides: server_factory(milvus_uri=milvus.uri, **overrides)
 
 
 @pytest.fixture

@@ -684,9 +684,9 @@ def test_a_named_speakers_own_answer_comes_before_their_name_and_other_peoples_c
 
 @pytest.mark.parametrize("depth_factor", [1, 4], ids=["meaning-alone", "within-their-conversations"])
 def test_a_named_speaker_among_many_conversations_is_looked_for_within_theirs(
-    server_factory: ServerFactory, depth_factor: int
+    engine_server_factory: ServerFactory, depth_factor: int
 ) -> None:
-    s = server_factory(recall_candidates=4, named_recall_depth_factor=depth_factor)
+    s = engine_server_factory(recall_candidates=4, named_recall_depth_factor=depth_factor)
     for n, (first, second) in enumerate(OTHER_PEOPLE):
         for topic, chat in (("books", OTHERS_ON_BOOKS), ("travel", OTHERS_ON_TRAVEL)):
             people = {"Omar": first, "Rosa": second}

@@ -16,7 +16,6 @@ from memsvc.domain.models import Namespace, Permission
 from memsvc.errors import Unavailable
 from memsvc.v1 import memory_pb2, query_service_pb2, write_service_pb2
 from tests.conftest import RunningServer, ServerFactory
-from tests.milvus_server import MilvusServer
 
 pytestmark = pytest.mark.e2e
 
@@ -56,15 +55,6 @@ def error_of(call: Any) -> tuple[grpc.StatusCode, list[str], str]:
                 detail.Unpack(ei)
                 reason = ei.reason
     return error.code(), fields, reason
-
-
-@pytest.fixture(params=["milvus-lite", "milvus-server"])
-def engine_server_factory(request: pytest.FixtureRequest, server_factory: ServerFactory) -> ServerFactory:
-    """`server_factory` on Milvus Lite in process, or on the session's C++ Milvus server."""
-    if request.param == "milvus-lite":
-        return server_factory
-    milvus: MilvusServer = request.getfixturevalue("milvus_server")
-    return lambda **overrides: server_factory(milvus_uri=milvus.uri, **overrides)
 
 
 @pytest.fixture
