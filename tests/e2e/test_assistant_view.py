@@ -364,6 +364,30 @@ def test_what_is_typed_before_an_emoji_is_a_statement_even_when_a_question_follo
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+def test_asked_what_held_before_a_change_the_replaced_statement_comes_first(server: RunningServer, mode: str) -> None:
+    who = f"jordan-{mode}"
+    sessions = [
+        [
+            user("Help me budget. Rent's $1,700 for the one-bed, utilities around $150, groceries maybe $400."),
+            assistant("With $1,700 rent, try to keep the rest under $1,000 and save what is left."),
+        ],
+        [
+            user("How do I get my deposit back when I move out one day?"),
+            assistant("Document the flat's condition with photos and give notice in writing."),
+        ],
+        [
+            user("Signed the lease renewal, so my rent is $1,950 now. Can you redo my budget?"),
+            assistant("With rent at $1,950, the rest needs to fit in about $950."),
+        ],
+    ]
+    sessions_apart(server, who, 60, sessions)
+    answer = ask(server, who, "What was my rent before the renewal?", mode, limit=6)
+    assert_newer_first(answer, "1,700", "1,950")
+    # ... while the present is asked for as before.
+    assert_newer_first(ask(server, who, "What's my rent?", mode, limit=6), "1,950", "1,700")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_a_relatives_move_comes_after_where_the_user_lives(server: RunningServer, mode: str) -> None:
     who = f"caleb-{mode}"
     sessions = [

@@ -16,6 +16,10 @@ The newer one must be able to hold now: not a one-off, a hypothetical, an additi
 retold, nor someone else's news that the question does not ask about (`replaces_what_held`).
 The assistant's replies that said again what a replaced statement said, in its conversation,
 give way with it (`_echoes`).
+
+A question about what held before a change ("What was my rent before the renewal?") turns the
+last change round: the statement that holds now gives way to the one it replaced, which answers
+it (`_before_the_change`).
 """
 
 from __future__ import annotations
@@ -321,6 +325,8 @@ class CurrentTruth:
         answers what that result answered, in newer words the query may not share ("I'm tutoring
         full time now" for "How do I earn my living?"): it joins the results with the score of
         the result it replaces, before that one gives way."""
+        if plan.about_the_past:
+            return await self._before_the_change(plan, results, deadline)
         # Read once: whether a replaced statement also gives way to its replacement (below).
         of_the_user = self._asks_the_users_present(plan, results)
         if not (of_the_user or self._asks_the_present(plan, results)):
@@ -414,6 +420,46 @@ class CurrentTruth:
             out = self._give_way(out, [(was, now) for was, now in pairs if was.memory.id in replaced])
         # stable: ties keep their order; a joined statement and what it repeats are one result.
         return distinct(sorted(out, key=lambda r: -r.score))[: max(plan.limit, len(results))]
+
+    async def _before_the_change(
+        self, plan: QueryPlan, results: list[RankedMemory], deadline: Deadline
+    ) -> list[RankedMemory]:
+        """`results` for a question about what held before a change ("What was my rent before the
+        renewal?"), of the user of an assistant: the statement that holds now gives way to the
+        one it replaced, which answers the question (the mirror of `run`). Only the last change
+        turns round: of A -> B -> C, C gives way to B, and A keeps its place."""
+        named = _named_speakers(plan.query, results)
+        if not (_talk_to_an_assistant(named, results) if named else _with_an_assistant(results)):
+            return results  # a story told between two: what happened, not a change of the user's
+        pool = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
+        if len({r.memory.created_at for r in pool}) < 2:
+            return results
+        replies = [r for r in results if r.memory.role is Role.ASSISTANT and r.breakdown.currency == 1.0]
+        vectors = await self._vectors(plan, [r.memory.id for r in [*pool, *replies]], deadline)
+        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        pool = [r for r in pool if r.memory.id in unit]
+        speakers = _speakers(pool)
+        holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
+        pairs = self._replacements(pool, unit, holds, speakers, _as_newer(pool, results))
+        # The change that turns round is the last: by a statement that nothing replaced and that
+        # no later statement of another conversation says something about.
+        replaced = {was.memory.id for was, _ in pairs}
+        latest = [
+            (now, was)
+            for was, now in pairs
+            if now.memory.id not in replaced
+            and not any(
+                r.memory.created_at > now.memory.created_at
+                and r.memory.session_id != now.memory.session_id
+                and float(unit[r.memory.id] @ unit[now.memory.id]) >= self._same_thing
+                for r in pool
+            )
+        ]
+        if not latest:
+            return results
+        # ... and the assistant's replies that said again what holds now, in its session.
+        latest += [(r, was) for now, was in latest for r in replies if self._echoes_one(r, now, unit)]
+        return distinct(sorted(self._give_way(results, latest), key=lambda r: -r.score))
 
     @staticmethod
     def _give_way(out: list[RankedMemory], pairs: Sequence[tuple[RankedMemory, RankedMemory]]) -> list[RankedMemory]:
