@@ -252,6 +252,16 @@ def _best_quote(r: RankedMemory, by_id: dict[str, RankedMemory]) -> RankedMemory
     return max(quotes, key=lambda q: q.breakdown.relevance) if quotes else None
 
 
+def _current_statements(results: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """The statements among `results` that nothing marked outdated yet."""
+    return [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
+
+
+def _current_replies(results: Sequence[RankedMemory]) -> list[RankedMemory]:
+    """The assistant's replies among `results` that nothing marked outdated yet."""
+    return [r for r in results if r.memory.role is Role.ASSISTANT and r.breakdown.currency == 1.0]
+
+
 def _talked_since(r: RankedMemory, pool: Sequence[RankedMemory]) -> bool:
     """Whether a statement of `pool` comes from a conversation later than `r`'s."""
     return any(p.memory.session_id != r.memory.session_id and p.memory.created_at > r.memory.created_at for p in pool)
@@ -334,19 +344,13 @@ class CurrentTruth:
         # A list gathers what holds side by side ("What kinds of films do I like?"): only what a
         # newer statement replaced gives way, the rest keeps its order.
         newer_by = 0.0 if detect_needs(plan.query).list_intent else self._newer_by
-        statements = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
+        statements = _current_statements(results)
         followers = [r for r in later if r.breakdown.currency == 1.0]
         pool = statements + followers
         if len({r.memory.created_at for r in pool}) < 2:
             return results
-        replies = [r for r in results if r.memory.role is Role.ASSISTANT and r.breakdown.currency == 1.0]
-        vectors = await self._vectors(plan, [r.memory.id for r in [*pool, *replies]], deadline)
-        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
-        pool = [r for r in pool if r.memory.id in unit]
-        # Whether each statement can be what holds now (not a one-off, someone else's news, ...);
-        # a summary only when every quote of the user's that states something can.
-        speakers = _speakers(pool)
-        holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
+        replies = _current_replies(results)
+        unit, pool, speakers, holds = await self._read(plan, pool, replies, deadline)
         # What is told as the past ("back when I lived in Oslo") is history, as an outdated memory;
         # so is a one-off ("borrowing my brother's Tesla for the weekend") once a later
         # conversation has come, and someone else's change that the question does not ask about
@@ -431,15 +435,11 @@ class CurrentTruth:
         named = _named_speakers(plan.query, results)
         if not (_talk_to_an_assistant(named, results) if named else _with_an_assistant(results)):
             return results  # a story told between two: what happened, not a change of the user's
-        pool = [r for r in results if _statement(r) and r.breakdown.currency == 1.0]
+        pool = _current_statements(results)
         if len({r.memory.created_at for r in pool}) < 2:
             return results
-        replies = [r for r in results if r.memory.role is Role.ASSISTANT and r.breakdown.currency == 1.0]
-        vectors = await self._vectors(plan, [r.memory.id for r in [*pool, *replies]], deadline)
-        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
-        pool = [r for r in pool if r.memory.id in unit]
-        speakers = _speakers(pool)
-        holds = {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
+        replies = _current_replies(results)
+        unit, pool, speakers, holds = await self._read(plan, pool, replies, deadline)
         pairs = self._replacements(pool, unit, holds, speakers, _as_newer(pool, results))
         # The change that turns round is the last: by a statement that nothing replaced and that
         # no later statement of another conversation says something about.
@@ -460,6 +460,19 @@ class CurrentTruth:
         # ... and the assistant's replies that said again what holds now, in its session.
         latest += [(r, was) for now, was in latest for r in replies if self._echoes_one(r, now, unit)]
         return distinct(sorted(self._give_way(results, latest), key=lambda r: -r.score))
+
+    async def _read(
+        self, plan: QueryPlan, pool: list[RankedMemory], replies: list[RankedMemory], deadline: Deadline
+    ) -> tuple[dict[str, Vector], list[RankedMemory], frozenset[str], dict[str, bool]]:
+        """The normalised vectors of `pool` and `replies`, the statements of `pool` that have one,
+        the names the user's turns among them were said under, and whether each statement can
+        be what holds now (not a one-off, someone else's news, ...; a summary only when a quote
+        of the user's can and none tells what is no current state)."""
+        vectors = await self._vectors(plan, [r.memory.id for r in [*pool, *replies]], deadline)
+        unit = {i: v / (np.linalg.norm(v) or 1.0) for i, v in vectors.items()}
+        pool = [r for r in pool if r.memory.id in unit]
+        speakers = _speakers(pool)
+        return unit, pool, speakers, {r.memory.id: _can_hold(r, plan.query, speakers) for r in pool}
 
     @staticmethod
     def _give_way(out: list[RankedMemory], pairs: Sequence[tuple[RankedMemory, RankedMemory]]) -> list[RankedMemory]:
