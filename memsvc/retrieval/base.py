@@ -84,6 +84,7 @@ def best_of(a: Candidate, b: Candidate) -> Candidate:
         _best_rank(a.lexical_rank, b.lexical_rank),
         max(a.term_coverage, b.term_coverage),
         max(a.fused, b.fused),
+        max(a.topic_coverage, b.topic_coverage),
     )
 
 

@@ -164,6 +164,41 @@ def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_p
     assert first_at(answer, "yes please") is None  # the answer to an offer states nothing
 
 
+def test_the_users_name_alone_does_not_make_a_chat_about_something_else_relevant(server: RunningServer) -> None:
+    """Every summary of the user's chats names them: a question naming the user matches each
+    by that word, which says whose chat it is, not that it answers."""
+    who = "sam-named"
+
+    def session(day: int, *turns: tuple[str, int]) -> list[Any]:
+        return [
+            turn(text, name="Sam" if role != ASSISTANT else "", role=role, at=JAN_2025 + day * DAY + i * 60)
+            for i, (text, role) in enumerate(turns)
+        ]
+
+    sessions = [
+        session(
+            0,
+            user("I started a new job last month, I work at Brightline Clinic as a physiotherapist."),
+            assistant("That sounds rewarding! How are you finding it?"),
+        ),
+        session(
+            3,
+            user("I had cold noodles for lunch today, they were surprisingly good."),
+            assistant("Cold noodles are great in summer!"),
+        ),
+        session(
+            6, user("Can you recommend a podcast about history?"), assistant("Try 'Hardcore History' by Dan Carlin.")
+        ),
+    ]
+    for n, turns in enumerate(sessions):
+        add_conversation(server, who, f"s{n}", turns)
+    answer = ask(server, who, "Where does Sam work?")
+    contents = [r.memory.content for r in answer.memories]
+    assert contents and "Brightline Clinic" in contents[0], contents
+    assert not any("noodles" in c or "podcast" in c for c in contents), contents
+    assert answer.report.dropped_below_relevance >= 1
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_change_typed_without_its_subject_outranks_the_habit_it_ends(server: RunningServer, mode: str) -> None:
     who = f"lena-{mode}"

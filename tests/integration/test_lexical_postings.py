@@ -453,9 +453,11 @@ def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_
     """A speaker's name that few memories hold (a long history of other people's chats): where
     common terms are left out of the scan, a memory that only says it is no hit, and one that
     says it beside the question's other words outranks one that says those words alone. In a
-    small namespace every term is scanned, the name too."""
+    small namespace every term is scanned, the name too. In either, the name's weight is no
+    part of what a hit covers of the question's topic (the relevance floor's words)."""
     from memsvc.deadline import Deadline
     from memsvc.pipeline.query.lexical import LexicalRecall
+    from memsvc.pipeline.query.recall import Candidate
 
     hasher, ids = _indexed(
         stores,
@@ -468,17 +470,26 @@ def test_a_name_weighed_only_finds_nothing_alone_and_lifts_what_the_other_words_
         ],
     )
 
-    def found(common_terms_from: int, weighed_only: list[str]) -> list[str]:
+    def found(
+        common_terms_from: int, names: list[str], question: str = "which cities has jon visited"
+    ) -> list[Candidate]:
         recall = LexicalRecall(hasher, stores.lexical, 30, common_terms_from=common_terms_from)
-        question = "which cities has jon visited"
-        hits = stores.run(recall.run(_Plan(), question, Deadline.after(10), weighed_only=weighed_only))  # type: ignore[arg-type]
-        return [c.memory_id for c in hits]
+        return stores.run(recall.run(_Plan(), question, Deadline.after(10), names=names))  # type: ignore[arg-type]
 
-    assert ids[0] in found(common_terms_from=10, weighed_only=[])  # found by the name alone
-    assert ids[0] in found(common_terms_from=1_000, weighed_only=["Jon"])  # a small namespace
-    weighed = found(common_terms_from=10, weighed_only=["Jon"])
-    assert weighed[0] == ids[1]
-    assert set(weighed) == set(ids[1:4])
+    unnamed = {c.memory_id: c for c in found(common_terms_from=10, names=[])}
+    assert ids[0] in unnamed  # found by the name alone
+    assert unnamed[ids[0]].topic_coverage == unnamed[ids[0]].term_coverage > 0
+    small = {c.memory_id: c for c in found(common_terms_from=1_000, names=["Jon"])}
+    assert ids[0] in small  # a small namespace scans the name
+    assert small[ids[0]].term_coverage > 0 and small[ids[0]].topic_coverage == 0
+    assert small[ids[1]].topic_coverage == pytest.approx(small[ids[2]].term_coverage)  # "visited" alone
+    weighed = found(common_terms_from=10, names=["Jon"])
+    assert weighed[0].memory_id == ids[1]
+    assert {c.memory_id for c in weighed} == set(ids[1:4])
+    assert weighed[0].term_coverage > weighed[0].topic_coverage == pytest.approx(weighed[1].term_coverage)
+    # A question of nothing but the name: holding it is what it asks.
+    only = {c.memory_id: c for c in found(common_terms_from=1_000, names=["Jon"], question="jon")}
+    assert only[ids[0]].topic_coverage == only[ids[0]].term_coverage == pytest.approx(1.0)
 
 
 def _document_frequencies(stores: Stores, ns: Namespace) -> dict[int, tuple[int, int]]:

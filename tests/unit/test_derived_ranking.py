@@ -6,7 +6,7 @@ import pytest
 
 from memsvc.domain.models import Memory, Namespace, RankedMemory, ScoreBreakdown
 from memsvc.llm.needs import detect_needs
-from memsvc.pipeline.query.rank import distinct
+from memsvc.pipeline.query.rank import CLEAR_MATCH, distinct, results
 
 NS = Namespace("t", "p", "e", "u")
 
@@ -30,6 +30,24 @@ def test_a_turn_below_its_extracted_memory_and_a_summary_below_all_its_sources_a
         ranked("other"),
     ]
     assert ids(distinct(order)) == ["fact", "turn2", "summary2", "other"]
+
+
+def matching(memory_id: str, relevance: float, topic_relevance: float) -> RankedMemory:
+    breakdown = ScoreBreakdown(relevance=relevance, topic_relevance=topic_relevance)
+    return RankedMemory(Memory(memory_id, NS, memory_id), 1.0, breakdown)
+
+
+def test_a_name_alone_passes_the_floor_only_where_nothing_clearly_matches_the_rest_of_the_question() -> None:
+    by_name = [matching("lunch", 0.15, 0.0), matching("podcast", 0.12, 0.02)]
+    answer = matching("job", 1.0, 0.8)
+    kept, dropped = results([answer, *by_name], 0.1, 5)
+    assert ids(kept) == ["job"] and dropped == 2
+    # Only the person's memories, none clearly about what is asked: they are the best there is.
+    weak = matching("tyres", 0.3, CLEAR_MATCH - 0.01)
+    kept, dropped = results([weak, *by_name], 0.1, 5)
+    assert ids(kept) == ["tyres", "lunch", "podcast"] and dropped == 0
+    # The floor off keeps everything.
+    assert ids(results([answer, *by_name], 0.0, 5)[0]) == ["job", "lunch", "podcast"]
 
 
 def test_memories_without_sources_keep_their_order() -> None:

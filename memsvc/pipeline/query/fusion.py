@@ -36,6 +36,7 @@ def reciprocal_rank_fusion(dense: Sequence[Candidate], lexical: Sequence[Candida
                 c.lexical_rank,
                 c.term_coverage,
                 seen.fused + contribution,
+                c.topic_coverage,
             )
     return sorted(merged.values(), key=lambda c: (-c.fused, -c.similarity, -c.lexical_score, c.memory_id))
 

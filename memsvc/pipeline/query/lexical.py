@@ -38,6 +38,42 @@ class Involvement(NamedTuple):
     elsewhere: frozenset[str]
 
 
+class _Terms(NamedTuple):
+    """A query's terms as a search reads them: those scanned (with their counts), the common
+    ones left out of the scan, and every term's weight (IDF times count; empty for a query of
+    one term)."""
+
+    scanned: dict[int, int]
+    common: frozenset[int]
+    weight: dict[int, float]
+
+
+class _Scored(NamedTuple):
+    memory_id: str
+    score: float
+    coverage: float
+    topic_coverage: float
+
+
+def _with_held(scored: list[_Scored], held: dict[str, frozenset[int]], terms: _Terms, named: set[int]) -> list[_Scored]:
+    """The hits with the common terms each holds added (BM25 of one occurrence in a document
+    of average length is the term's IDF; the coverage is over all the query's terms), and
+    their coverage without the `named` terms they hold; re-sorted when common terms scored."""
+    weight = terms.weight
+    total = sum(weight.values())
+    scanned_weight = sum(weight[t] for t in terms.scanned)
+    out = []
+    for s in scored:
+        have = held.get(s.memory_id, frozenset())
+        extra = sum(weight[t] for t in terms.common if t in have)
+        coverage = (s.coverage * scanned_weight + extra) / total if terms.common and total else s.coverage
+        by_name = sum(weight[t] for t in named if t in have) / total if total else 0.0
+        out.append(_Scored(s.memory_id, s.score + extra, coverage, max(0.0, coverage - by_name)))
+    if terms.common:
+        out.sort(key=lambda r: (-r.score, r.memory_id))
+    return out
+
+
 class LexicalRecall:
     def __init__(
         self,
@@ -54,74 +90,65 @@ class LexicalRecall:
         self._common_terms_from = common_terms_from
 
     async def run(
-        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None = None, weighed_only: Sequence[str] = ()
+        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None = None, names: Sequence[str] = ()
     ) -> list[Candidate]:
         """Candidates with their BM25 score scaled to [0, 1] by the best hit, and their rank.
 
-        `weighed_only`: words of `text` (names) that, in a namespace where common terms are
-        left out of the scan, find nothing by themselves either: they only add their weight to
-        what its other words find (`_split`)."""
+        `names`: words of `text` that are names of the namespace's speakers. In a namespace
+        where common terms are left out of the scan they find nothing by themselves either, and
+        only add their weight to what its other words find (`_split`). In any namespace they
+        count towards a hit's coverage of what the question asks about (`topic_coverage`, what
+        the relevance floor reads) only when the question is nothing but names: every chat
+        with a person carries their name, so holding it says a memory is theirs, not that it
+        answers ("Where does Sam work?" asked of Sam's assistant, whose every summary names Sam)."""
         tenant = plan.namespace.tenant
         bag = self._hasher.bag(tenant, text)
         if not bag.counts:
             return []  # only stopwords or punctuation: nothing to match lexically
         k = k or candidate_depth(self._candidates, plan.limit)
-        unscanned = {t for word in weighed_only for t in self._hasher.bag(tenant, word).counts}
-        scanned, common, scanned_weight = await self._split(plan, bag.counts, deadline, unscanned)
+        named = {t for word in names for t in self._hasher.bag(tenant, word).counts} & bag.counts.keys()
+        if len(named) == len(bag.counts):
+            named = set()  # nothing but names: holding them is what the question asks
+        terms = await self._split(plan, bag.counts, deadline, named)
         hits = await deadline.run(
-            self._index.search(plan.namespace, scanned, k, plan.memory_filter),
+            self._index.search(plan.namespace, terms.scanned, k, plan.memory_filter),
             "the lexical index",
         )
-        scored = [(h.memory_id, h.score, h.coverage) for h in hits]
-        if common:
-            scored = await self._with_common(plan, scored, common, scanned_weight, deadline)
-        best = scored[0][1] if scored and scored[0][1] > 0 else 1.0
+        scored = [_Scored(h.memory_id, h.score, h.coverage, h.coverage) for h in hits]
+        held_terms = [*terms.common, *named]
+        if scored and held_terms:
+            held = await deadline.run(
+                self._index.terms_held(plan.namespace, [s.memory_id for s in scored], held_terms),
+                "the lexical index",
+            )
+            scored = _with_held(scored, held, terms, named)
+        best = scored[0].score if scored and scored[0].score > 0 else 1.0
         return [
-            Candidate(memory_id=m, lexical_score=score / best, lexical_rank=i + 1, term_coverage=coverage)
-            for i, (m, score, coverage) in enumerate(scored)
+            Candidate(
+                memory_id=s.memory_id,
+                lexical_score=s.score / best,
+                lexical_rank=i + 1,
+                term_coverage=s.coverage,
+                topic_coverage=s.topic_coverage,
+            )
+            for i, s in enumerate(scored)
         ]
 
-    async def _split(
-        self, plan: QueryPlan, counts: dict[int, int], deadline: Deadline, unscanned: set[int]
-    ) -> tuple[dict[int, int], dict[int, float], float]:
-        """The query terms to scan (with their counts), the common ones and `unscanned` left out
-        with their weight (IDF times count), and the scanned terms' whole weight. In a small
-        namespace every term is scanned."""
+    async def _split(self, plan: QueryPlan, counts: dict[int, int], deadline: Deadline, unscanned: set[int]) -> _Terms:
+        """The query terms to scan (with their counts), the common ones and `unscanned` left out,
+        and every term's weight (IDF times count). In a small namespace every term is scanned."""
         if len(counts) < 2:
-            return counts, {}, 0.0
+            return _Terms(counts, frozenset(), {})
         docs, frequencies = await deadline.run(
             self._index.document_frequencies(plan.namespace, list(counts)), "the lexical index"
         )
+        weight = {t: qtf * lucene_idf(docs, frequencies.get(t, 0)) for t, qtf in counts.items()}
         if docs < self._common_terms_from:
-            return counts, {}, 0.0
+            return _Terms(counts, frozenset(), weight)
         common = unscanned & counts.keys() | {t for t in counts if frequencies.get(t, 0) > COMMON_SHARE * docs}
         if not common or len(common) == len(counts):
-            return counts, {}, 0.0
-        weight = {t: qtf * lucene_idf(docs, frequencies.get(t, 0)) for t, qtf in counts.items()}
-        scanned = {t: qtf for t, qtf in counts.items() if t not in common}
-        return scanned, {t: weight[t] for t in common}, sum(weight[t] for t in scanned)
-
-    async def _with_common(
-        self,
-        plan: QueryPlan,
-        scored: list[tuple[str, float, float]],
-        common: dict[int, float],
-        scanned_weight: float,
-        deadline: Deadline,
-    ) -> list[tuple[str, float, float]]:
-        """The hits rescored with the common terms each holds: BM25 of one occurrence in a
-        document of average length is the term's IDF; the coverage is over all the query's terms."""
-        weights = common
-        held = await deadline.run(
-            self._index.terms_held(plan.namespace, [m for m, _, _ in scored], list(weights)), "the lexical index"
-        )
-        total = scanned_weight + sum(weights.values())
-        out = []
-        for memory_id, score, coverage in scored:
-            extra = sum(weights[t] for t in held.get(memory_id, ()) if t in weights)
-            out.append((memory_id, score + extra, (coverage * scanned_weight + extra) / total if total else 0.0))
-        out.sort(key=lambda r: (-r[1], r[0]))
-        return out
+            return _Terms(counts, frozenset(), weight)
+        return _Terms({t: qtf for t, qtf in counts.items() if t not in common}, frozenset(common), weight)
 
     async def memories(self, plan: QueryPlan, deadline: Deadline) -> int:
         """How many memories the namespace's postings hold (one probe of its statistics)."""

@@ -207,7 +207,8 @@ class QueryPipeline:
             if named:
                 reach = asyncio.ensure_future(self._named_reach(plan, speakers, deadline))
             # Who is named is matched by involvement (`_named_first`): in a long history their names
-            # only weigh what the question's other words find (LexicalRecall.run).
+            # only weigh what the question's other words find, and in any history holding one
+            # does not make a memory relevant (LexicalRecall.run).
             weighed_only = speakers if named else ()
             if self.lexical is not None and self.lexical_during_embedding:
                 if depth is not None:
@@ -387,11 +388,11 @@ class QueryPipeline:
         return candidates
 
     async def _lexical(
-        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None, weighed_only: Sequence[str] = ()
+        self, plan: QueryPlan, text: str, deadline: Deadline, k: int | None, names: Sequence[str] = ()
     ) -> list[Candidate]:
         assert self.lexical is not None
         with child_span(self.tracer, "memsvc.recall.lexical") as span:
-            hits = await self.lexical.run(plan, text, deadline, k, weighed_only)
+            hits = await self.lexical.run(plan, text, deadline, k, names)
             span.set_attribute("memsvc.candidates.lexical", len(hits))
             return hits
 

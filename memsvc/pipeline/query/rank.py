@@ -132,6 +132,7 @@ class RankStage:
             term_coverage=_unit(c.term_coverage),
             # A summary gone stale quotes what a later statement replaced.
             currency=self._outdated_currency if (m.superseded_by or m.stale) and about_the_present else 1.0,
+            topic_relevance=absolute_relevance(c.similarity, c.topic_coverage),
         )
 
     def _recency(self, created_at: float, now: float, about_the_past: bool, named_time: TimeWindow | None) -> float:
@@ -304,21 +305,45 @@ def settled(
     ceiling = candidates[n].fused / best_fused * (1 + 1e-9)
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
-        results = distinct([r for r in scored if r.breakdown.relevance >= floor])[:limit]
+        results = distinct(above_the_floor(scored, floor))[:limit]
         if len(results) < limit or results[-1].score <= ceiling:
             return False
     return True
 
 
+# A memory matching the query this well by its words other than names (a cosine of 0.3, or half
+# the weight of those words) answers what the query asks about: see `above_the_floor`.
+CLEAR_MATCH = 0.5
+
+
+def above_the_floor(ranked: Sequence[R], min_relevance: float) -> list[R]:
+    """`ranked` without what the relevance floor drops: a memory whose relevance is below
+    `min_relevance`, or, where another memory clearly matches the query's words besides the names
+    of people it names (CLEAR_MATCH), whose relevance by those words alone is.
+
+    A name in the question says whose memory is wanted, not what about: every chat of the user
+    of an assistant carries their name (its summary, what was extracted from it), so by that
+    word alone each matches "Where does Sam work?" a little. Where nothing matches what is asked
+    much better, those memories are the best there is ("What does Dustin drive?" of a user who
+    only ever talked about their truck's tyres); beside the turn that says where Sam works, a
+    chat about lunch is no answer."""
+    if not min_relevance:
+        return list(ranked)
+    if any(r.breakdown.topic_relevance >= CLEAR_MATCH for r in ranked):
+        return [r for r in ranked if r.breakdown.topic_relevance >= min_relevance]
+    return [r for r in ranked if r.breakdown.relevance >= min_relevance]
+
+
 def results(ranked: Sequence[R], min_relevance: float, limit: int) -> tuple[list[R], int]:
-    """The first `limit` of `ranked` (best first) that pass the relevance floor, each fact once
-    (`distinct`), in the same order; and how many of the results without the floor it took
-    away."""
-    relevant = [r for r in ranked if r.breakdown.relevance >= min_relevance]
+    """The first `limit` of `ranked` (best first) that pass the relevance floor
+    (`above_the_floor`), each fact once (`distinct`), in the same order; and how many of the
+    results without the floor it took away."""
+    relevant = above_the_floor(ranked, min_relevance)
     dropped = 0
     if len(relevant) < len(ranked):
         # Counted among the results the floor took away, not the whole candidate pool.
-        dropped = sum(1 for r in distinct(ranked)[:limit] if r.breakdown.relevance < min_relevance)
+        kept = {id(r) for r in relevant}
+        dropped = sum(1 for r in distinct(ranked)[:limit] if id(r) not in kept)
     return distinct(relevant)[:limit], dropped
 
 

@@ -25,6 +25,9 @@ class Candidate(NamedTuple):
     lexical_rank: int = 0
     term_coverage: float = 0.0  # the share of the query's IDF weight the memory holds (LexicalHit)
     fused: float = 0.0
+    # The same, without the weight of the names of speakers the query names (LexicalRecall.run):
+    # what the relevance floor reads.
+    topic_coverage: float = 0.0
 
     def with_fused(self, fused: float) -> Candidate:
         # The constructor, not _replace: fusion makes one per candidate and search, thousands
@@ -37,6 +40,7 @@ class Candidate(NamedTuple):
             self.lexical_rank,
             self.term_coverage,
             fused,
+            self.topic_coverage,
         )
 
 

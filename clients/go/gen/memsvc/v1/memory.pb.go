@@ -930,7 +930,9 @@ type ScoreBreakdown struct {
 	// (the cosine `semantic`, rescaled so that unrelated text is near 0 and a paraphrase near 1)
 	// and its words (`term_coverage`). Unlike `score`, it does not depend on the other memories
 	// of the store, so a small store does not make a poor match look relevant; the relevance
-	// floor compares it.
+	// floor compares it. Where another memory clearly matches the query's words besides the
+	// names of people it names (half their weight, or a cosine of 0.3), the floor compares the
+	// same without those names' words: a name says whose memory is wanted, not what about.
 	Relevance float32 `protobuf:"fixed32,11,opt,name=relevance,proto3" json:"relevance,omitempty"`
 	// The share of the query's words, weighted by their rarity among the user's memories (IDF),
 	// that the memory contains, in [0, 1]; 0 when the lexical channel did not find it.

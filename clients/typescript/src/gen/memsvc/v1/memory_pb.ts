@@ -476,7 +476,9 @@ export type ScoreBreakdown = Message<"memsvc.v1.ScoreBreakdown"> & {
    * (the cosine `semantic`, rescaled so that unrelated text is near 0 and a paraphrase near 1)
    * and its words (`term_coverage`). Unlike `score`, it does not depend on the other memories
    * of the store, so a small store does not make a poor match look relevant; the relevance
-   * floor compares it.
+   * floor compares it. Where another memory clearly matches the query's words besides the
+   * names of people it names (half their weight, or a cosine of 0.3), the floor compares the
+   * same without those names' words: a name says whose memory is wanted, not what about.
    *
    * @generated from field: float relevance = 11;
    */
