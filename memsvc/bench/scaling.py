@@ -33,7 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fixed-memories", type=int, default=100, help="memories per user in the users curve")
     parser.add_argument("--queries", type=int, default=300, help="queries measured at each point")
     parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--embedding-cache", default="miss", choices=["hit", "miss"])
+    parser.add_argument(
+        "--embedding-cache",
+        default="miss",
+        choices=["hit", "miss"],
+        help="whether measured queries find their embedding cached (the conversation curve asks the same "
+        "questions at every point: miss runs it without the cache)",
+    )
     parser.add_argument("--write-batch", type=int, default=128, help="memories per AddMemories call when loading")
     parser.add_argument("--plot", type=Path, default=Path("docs/scaling.png"), help="where to draw the PNG")
     parser.add_argument("--json", type=Path, help="write every point as JSON to this file")
@@ -121,7 +127,10 @@ def conversation_curve(args: argparse.Namespace, points: list[dict[str, Any]]) -
     """One user whose history grows through AddConversation, measured at each --conversation-memories."""
     from memsvc.bench.grow import GrowingUser, measure_point
 
-    bench = BenchServer.start(milvus_uri=args.milvus_uri)
+    # The probe questions are asked again at every point: with the embedding cache on, every
+    # point after the first would skip the embedding that the first one pays.
+    uncached: dict[str, Any] = {"embedding_cache_entries": 0} if args.embedding_cache == "miss" else {}
+    bench = BenchServer.start(milvus_uri=args.milvus_uri, **uncached)
     grower = GrowingUser(bench, args.data, "grown-user", args.seed)
     try:
         # The empty store's AddConversation, the reference for every later point.

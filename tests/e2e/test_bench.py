@@ -168,10 +168,13 @@ def _tiny_dialogue_data(root: Path) -> Path:
 def test_bench_scaling_grows_one_user_through_add_conversation(tmp_path: Path) -> None:
     out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
     data = _tiny_dialogue_data(tmp_path / "data")
-    argv = ["bench", "scaling", "--memories", "", "--users", "", "--conversation-memories", "30"]
+    argv = ["bench", "scaling", "--memories", "", "--users", "", "--conversation-memories", "30,60"]
     argv += ["--data", str(data), "--probe-questions", "1", "--add-sessions", "2", "--queries", "5"]
     assert main([*argv, "--plot", str(png), "--json", str(out)]) == 0
-    [point] = json.loads(out.read_text())
+    point, later = json.loads(out.read_text())
+    # The same question is asked at every point, and each still embeds it: a local embedding
+    # takes milliseconds, a cached vector a tenth of one.
+    assert point["stages_ms"]["embed"] > 0.8 and later["stages_ms"]["embed"] > 0.8
     assert point["curve"] == "conversation" and point["memories_per_user"] >= 30
     assert point["queries"] == 1 and point["errors"] == {} and point["recall_p50_ms"] > 0
     assert point["probe_recall"]["n"] == 1 and point["probe_recall"]["hit@10"] == 1.0
