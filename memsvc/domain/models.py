@@ -407,7 +407,8 @@ class ScoreBreakdown(NamedTuple):
     term_coverage: float = 0.0
     # 1, or less for an outdated memory when the query asks about the present: the score's factor.
     currency: float = 1.0
-    # `relevance` by the query's words other than the names of people it names (rank.results).
+    # `relevance` by the query's words other than the names of people it names: what the
+    # relevance floor compares where one memory clearly matches those (rank.above_the_floor).
     topic_relevance: float = 0.0
 
 
