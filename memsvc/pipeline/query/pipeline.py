@@ -209,11 +209,11 @@ class QueryPipeline:
             # Who is named is matched by involvement (`_named_first`): in a long history their names
             # only weigh what the question's other words find, and in any history holding one
             # does not make a memory relevant (LexicalRecall.run).
-            weighed_only = speakers if named else ()
+            names = speakers if named else ()
             if self.lexical is not None and self.lexical_during_embedding:
                 if depth is not None:
                     k = await depth
-                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, names))
             meaning = self.meaning_of(text, speakers, report)
             with stage_span(self.tracer, report, "embed") as span:
                 qv = await self.embed.run(meaning, deadline)
@@ -223,7 +223,7 @@ class QueryPipeline:
             if depth is not None:
                 k = await depth  # done by now, unless the lookup is slower than the embedding
             if self.lexical is not None and lexical is None:
-                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, weighed_only))
+                lexical = asyncio.ensure_future(self._lexical(plan, text, deadline, k, names))
             with stage_span(self.tracer, report, "recall") as span:
                 depth_k = k or self.recall.depth(plan)
                 deeper, sessions = await reach if reach is not None else (1, frozenset[str]())
