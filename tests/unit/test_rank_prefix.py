@@ -24,10 +24,12 @@ def query_cases(draw: st.DrawFn) -> tuple[list[Candidate], dict[str, Memory], in
     lexical = draw(st.permutations(ids).map(lambda p: p[: draw(st.integers(n // 3, n))]))
     similarity = {i: draw(st.floats(0.0, 1.0)) for i in ids}
     coverage = {i: draw(st.floats(0.0, 1.0)) for i in ids}
+    # The coverage by the query's words besides the names of people it names (at most all of it).
+    topic = {i: coverage[i] * draw(st.sampled_from([0.0, 0.5, 1.0])) for i in ids}
     candidates = reciprocal_rank_fusion(
         [Candidate(i, similarity=similarity[i], dense_rank=r) for r, i in enumerate(dense, start=1)],
         [
-            Candidate(i, lexical_score=1.0 / r, lexical_rank=r, term_coverage=coverage[i])
+            Candidate(i, lexical_score=1.0 / r, lexical_rank=r, term_coverage=coverage[i], topic_coverage=topic[i])
             for r, i in enumerate(lexical, start=1)
         ],
         k=20,
@@ -95,3 +97,21 @@ def test_the_prefix_leaves_out_candidates_too_weak_to_reach_the_results() -> Non
     # Nothing to leave out when the candidates fit the limit or the priors could outweigh relevance.
     assert rankable_prefix(candidates[:8], 10, stage.prior_factor_floor()) == 8
     assert rankable_prefix(candidates, 10, 0.0) == len(candidates)
+
+
+def test_a_later_candidate_that_clearly_matches_unsettles_a_prefix_where_none_does() -> None:
+    # "Where does Sam work?": the best fused hit holds only the name; the third is about work.
+    name_only = Candidate(f"{2:032x}", lexical_score=1.0, lexical_rank=1, term_coverage=1.0, topic_coverage=0.0)
+    dense = [
+        Candidate(f"{i:032x}", similarity=s, dense_rank=r) for r, (i, s) in enumerate([(0, 0.0), (1, 1.0), (2, 0.0)], 1)
+    ]
+    candidates = reciprocal_rank_fusion(dense, [name_only], k=20)
+    rows = {c.memory_id: Memory(id=c.memory_id, namespace=ALICE, content="", created_at=NOW) for c in candidates}
+    stage = RankStage(RankWeights(), recency_half_life_days=30, usage_saturation=10)
+    hydrated = [Hydrated(rows[c.memory_id], c) for c in candidates[:1]]
+    ordering = stage.order(hydrated, 0.0, NOW)
+    # The first alone would pass the floor by its name; beside the third it does not.
+    assert outcome(ordering, 1, 0.25) == [(name_only.memory_id, ordering.scored[0].score), ("below", 0)]
+    assert not settled(ordering.scored, hydrated, candidates, 1, 1, 0.25)
+    everything = stage.order([Hydrated(rows[c.memory_id], c) for c in candidates], 0.0, NOW)
+    assert outcome(everything, 1, 0.25)[0][0] == f"{1:032x}"

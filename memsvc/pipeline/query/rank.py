@@ -303,6 +303,14 @@ def settled(
         return False
     # A later candidate's relevance would be its fused score over the best one (RankStage.breakdown).
     ceiling = candidates[n].fused / best_fused * (1 + 1e-9)
+    # Which relevance the floor compares depends on every memory ranked (above_the_floor): a later
+    # candidate that clearly matches where none of the first n does would change it.
+    if (
+        min_relevance
+        and not any(r.breakdown.topic_relevance >= CLEAR_MATCH for r in scored)
+        and any(absolute_relevance(c.similarity, c.topic_coverage) >= CLEAR_MATCH for c in candidates[n:])
+    ):
+        return False
     # Both the results and what the floor took from them (QueryReport.dropped_below_relevance).
     for floor in {min_relevance, 0.0}:
         results = distinct(above_the_floor(scored, floor))[:limit]
