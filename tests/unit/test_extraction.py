@@ -99,6 +99,9 @@ def test_the_rules_extract_what_they_reliably_can_and_nothing_else() -> None:
             "Mel finally decided to open Mel's own studio.",
         ),
         ("I actually love hiking.", MemoryKind.PREFERENCE, "Mel actually loves hiking."),
+        # A state held for a while is as much a fact of the speaker's as one held now.
+        ("I've been vegetarian since college.", MemoryKind.FACT, "Mel has been vegetarian since college."),
+        ("ive been a nurse since 2015", MemoryKind.FACT, "Mel has been a nurse since 2015."),
     ],
 )
 def test_an_adverb_between_i_and_the_verb_does_not_hide_the_statement(

@@ -116,7 +116,7 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
             MemoryKind.COMMITMENT,
         ),
         (
-            r"^I(?:'m| am)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
+            r"^I(?:'m| am|'ve been| have been)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
             r"engaged|pregnant|retired|vegan|vegetarian|allergic)|"
             rf"^I\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
             r"signed up|enrolled|volunteer|teach|own|run)\b|"
@@ -176,6 +176,8 @@ def _with_dates(text: str, said_at: float) -> str:
     if resolved is None:
         return text
     phrase, words = resolved
+    if words.lower() in phrase.lower():
+        return text  # already a date ("since 2015"): nothing to add
     return text.replace(phrase, f"{phrase} ({words})", 1)
 
 
