@@ -296,6 +296,28 @@ def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted
     assert first_at(answer, "walgreens") == 0, [r.memory.content for r in answer.memories]
 
 
+def test_a_statement_before_a_question_and_what_the_household_did_are_extracted(server: RunningServer) -> None:
+    who = "ben"
+    turns = [
+        turn(text, name="" if role == ASSISTANT else "Ben", role=role, at=JAN_2025 + i * 60)
+        for i, (text, role) in enumerate(
+            [
+                user("I'm allergic to penicillin, is amoxicillin ok for my ear infection?"),
+                assistant("No, amoxicillin is a penicillin. Ask your doctor for something else, like azithromycin."),
+                user("we finally moved out of the Leeds flat, we're in a little house in Otley now"),
+            ]
+        )
+    ]
+    written = add_conversation(server, who, "s1", turns)
+    extracted = [m.content for m in written.extracted]
+    assert "Ben is allergic to penicillin." in extracted, extracted
+    assert any("moved out of the Leeds flat" in m for m in extracted), extracted
+    answer = ask(server, who, "Am I allergic to anything?")
+    assert any(r.memory.content == "Ben is allergic to penicillin." for r in answer.memories[:2]), [
+        r.memory.content for r in answer.memories
+    ]
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_change_ranked_below_the_results_takes_the_place_of_the_answer_it_replaces(
     server: RunningServer, mode: str

@@ -99,9 +99,6 @@ def test_the_rules_extract_what_they_reliably_can_and_nothing_else() -> None:
             "Mel finally decided to open Mel's own studio.",
         ),
         ("I actually love hiking.", MemoryKind.PREFERENCE, "Mel actually loves hiking."),
-        # A state held for a while is as much a fact of the speaker's as one held now.
-        ("I've been vegetarian since college.", MemoryKind.FACT, "Mel has been vegetarian since college."),
-        ("ive been a nurse since 2015", MemoryKind.FACT, "Mel has been a nurse since 2015."),
     ],
 )
 def test_an_adverb_between_i_and_the_verb_does_not_hide_the_statement(
@@ -109,6 +106,21 @@ def test_an_adverb_between_i_and_the_verb_does_not_hide_the_statement(
 ) -> None:
     (found,) = extract_by_rules([stored(content, "Mel", n=1)], [])
     assert (found.kind, found.content) == (kind, told)
+
+
+@pytest.mark.parametrize(
+    ("content", "told"),
+    [
+        # A state held for a while is as much a fact of the speaker's as one held now.
+        ("I've been vegetarian since college.", "Mel has been vegetarian since college."),
+        ("ive been a nurse since 2015", "Mel has been a nurse since 2015."),
+        # "We" is the speaker's household.
+        ("we finally moved to Otley.", "Mel said: we finally moved to Otley."),
+    ],
+)
+def test_a_state_held_for_a_while_and_what_the_household_did_are_facts(content: str, told: str) -> None:
+    (found,) = extract_by_rules([stored(content, "Mel", n=1)], [])
+    assert (found.kind, found.content) == (MemoryKind.FACT, told)
 
 
 @pytest.mark.parametrize(
@@ -210,6 +222,8 @@ def test_a_stale_summary_gives_way_to_its_own_source_turn_in_the_context_block()
         # A question typed after the statement without its question mark is asked, not stated.
         ("i just started at the hospital, any tips for night shifts", "Nadia just started at the hospital."),
         ("I work at Acme, how do I ask for a raise", "Nadia works at Acme."),
+        # ... and so is a yes/no question after one.
+        ("I'm allergic to penicillin, is amoxicillin ok for my ear infection?", "Nadia is allergic to penicillin."),
         # ... while a clause that goes on about what was named stays.
         ("I moved to Leeds, where I work now", "Nadia moved to Leeds, where Nadia works now."),
     ],

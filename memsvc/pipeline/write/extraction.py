@@ -118,7 +118,8 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
         (
             r"^I(?:'m| am|'ve been| have been)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
             r"engaged|pregnant|retired|vegan|vegetarian|allergic)|"
-            rf"^I\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
+            # "we" is the speaker's household ("we moved to Otley", "we adopted a puppy").
+            rf"^(?:I|we)\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
             r"signed up|enrolled|volunteer|teach|own|run)\b|"
             r"^I(?:'ve| have)\s+(?:got\s+)?(?:an?|two|three|four|five|\d+)\s+\w+|^I(?:'ve| have)\s+been\s+\w+ing\b|"
             rf"^my\s+(?:{_RELATIONS})\b",
@@ -217,7 +218,9 @@ _ASKED_AFTER = re.compile(
     # Not "which", "who", "where" or "when": after a comma they go on about what was named
     # ("I moved to Leeds, where I work").
     r",\s+(?:(?:so|and|but|also)\s+)?(?:what|whats|what's|how|why|any|anything|"
-    r"can you|could you|would you|should I|do I|do you|is it|is there|are there)\b.*$",
+    r"can you|could you|would you|should I|do I|do you|is it|is there|are there)\b.*$|"
+    # ... or a yes/no question ("I'm allergic to penicillin, is amoxicillin ok?").
+    r",\s+(?:(?:so|and|but|also)\s+)?(?:is|are|was|were|am|can|could|should|would|will|do|does|did)\s+\w.*\?\W*$",
     re.IGNORECASE,
 )
 
