@@ -116,11 +116,11 @@ _RULES: tuple[tuple[re.Pattern[str], MemoryKind], ...] = tuple(
             MemoryKind.COMMITMENT,
         ),
         (
-            r"^I(?:'m| am|'ve been| have been)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|married|single|"
-            r"engaged|pregnant|retired|vegan|vegetarian|allergic)|"
+            r"^I(?:'m| am|'ve been| have been)\s+(?:an?\s+(?!bit\b|little\b|lot\b)\w+|from\b|\d+\s+years?\s+old|"
+            r"married|single|engaged|pregnant|retired|vegan|vegetarian|allergic)|"
             # "we" is the speaker's household ("we moved to Otley", "we adopted a puppy").
-            rf"^(?:I|we)\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|started|quit|"
-            r"signed up|enrolled|volunteer|teach|own|run)\b|"
+            rf"^(?:I|we)\s+{_ADVERBS}(?:live|grew up|was born|work|study|studied|graduated|moved|adopted|joined|"
+            r"started|quit|signed up|enrolled|volunteer|teach|own|run)\b|"
             r"^I(?:'ve| have)\s+(?:got\s+)?(?:an?|two|three|four|five|\d+)\s+\w+|^I(?:'ve| have)\s+been\s+\w+ing\b|"
             rf"^my\s+(?:{_RELATIONS})\b",
             MemoryKind.FACT,
