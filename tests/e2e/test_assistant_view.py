@@ -29,8 +29,12 @@ MODES = {
 }
 
 
-def said(at: float, *turns: tuple[str, int]) -> list[Any]:
-    return [turn(text, role=role, at=at + i * 60) for i, (text, role) in enumerate(turns)]
+def said(at: float, *turns: tuple[str, int], name: str = "") -> list[Any]:
+    """`turns` a minute apart from `at`; the user's named `name`."""
+    return [
+        turn(text, name="" if role == ASSISTANT else name, role=role, at=at + i * 60)
+        for i, (text, role) in enumerate(turns)
+    ]
 
 
 def user(text: str) -> tuple[str, int]:
@@ -129,33 +133,29 @@ def test_a_question_naming_the_user_gets_the_current_truth_as_one_in_the_first_p
 ) -> None:
     who = f"gloria-{mode}"
 
-    def session(at: float, *turns: tuple[str, int]) -> list[Any]:
-        # The user's turns carry the user's name, as an assistant that knows it sends them.
-        return [
-            turn(text, name="Gloria" if role != ASSISTANT else "", role=role, at=at + i * 60)
-            for i, (text, role) in enumerate(turns)
-        ]
-
     add_conversation(
         server,
         who,
         "s1",
-        session(
+        # The user's turns carry the user's name, as an assistant that knows it sends them.
+        said(
             JAN_2025,
             user("Help me budget. I pay $1,450 each month for my apartment in Albany."),
             assistant("Sure. What else do you pay each month?"),
             user("Phone $40 and groceries about $350."),
+            name="Gloria",
         ),
     )
     add_conversation(
         server,
         who,
         "s2",
-        session(
+        said(
             JAN_2025 + 150 * DAY,
             user("The landlord raised my rent when the lease renewed, so since June it has been $1,610."),
             assistant("That's $160 more. Shall we redo the budget?"),
             user("yes please"),
+            name="Gloria",
         ),
     )
     answer = ask(server, who, "What does Gloria pay for her apartment each month?", mode)
@@ -168,26 +168,24 @@ def test_the_users_name_alone_does_not_make_a_chat_about_something_else_relevant
     """Every summary of the user's chats names them: a question naming the user matches each
     by that word, which says whose chat it is, not that it answers."""
     who = "sam-named"
-
-    def session(day: int, *turns: tuple[str, int]) -> list[Any]:
-        return [
-            turn(text, name="Sam" if role != ASSISTANT else "", role=role, at=JAN_2025 + day * DAY + i * 60)
-            for i, (text, role) in enumerate(turns)
-        ]
-
     sessions = [
-        session(
-            0,
+        said(
+            JAN_2025,
             user("I started a new job last month, I work at Brightline Clinic as a physiotherapist."),
             assistant("That sounds rewarding! How are you finding it?"),
+            name="Sam",
         ),
-        session(
-            3,
+        said(
+            JAN_2025 + 3 * DAY,
             user("I had cold noodles for lunch today, they were surprisingly good."),
             assistant("Cold noodles are great in summer!"),
+            name="Sam",
         ),
-        session(
-            6, user("Can you recommend a podcast about history?"), assistant("Try 'Hardcore History' by Dan Carlin.")
+        said(
+            JAN_2025 + 6 * DAY,
+            user("Can you recommend a podcast about history?"),
+            assistant("Try 'Hardcore History' by Dan Carlin."),
+            name="Sam",
         ),
     ]
     for n, turns in enumerate(sessions):
@@ -269,24 +267,21 @@ def test_a_reply_that_only_reacts_to_what_the_assistant_said_is_no_result(
 
 def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted(server: RunningServer) -> None:
     who = "nadia"
-    turns = [
-        turn(text, name="" if role == ASSISTANT else "Nadia", role=role, at=JAN_2025 + i * 60)
-        for i, (text, role) in enumerate(
-            [
-                user("socks for 12 hr shifts? im a pharmacist at walgreens"),
-                assistant(
-                    "For all-day standing, 15-20 mmHg graduated compression is the sweet spot: Sockwell, Comrad "
-                    "and Bombas all make good ones, and supportive shoes with cushioned insoles help a lot too."
-                ),
-                user("sockwell are cute"),
-                assistant(
-                    "Sockwell's Elevation and Comrad's Knee-High are merino, so they stay cooler over a long "
-                    "shift; Bombas and Vim & Vigr come in wide calves."
-                ),
-                user("sold"),
-            ]
-        )
-    ]
+    turns = said(
+        JAN_2025,
+        user("socks for 12 hr shifts? im a pharmacist at walgreens"),
+        assistant(
+            "For all-day standing, 15-20 mmHg graduated compression is the sweet spot: Sockwell, Comrad "
+            "and Bombas all make good ones, and supportive shoes with cushioned insoles help a lot too."
+        ),
+        user("sockwell are cute"),
+        assistant(
+            "Sockwell's Elevation and Comrad's Knee-High are merino, so they stay cooler over a long "
+            "shift; Bombas and Vim & Vigr come in wide calves."
+        ),
+        user("sold"),
+        name="Nadia",
+    )
     written = add_conversation(server, who, "s1", turns)
     # The summary quotes the user's own statement before the assistant's brand list ...
     assert written.summary.content.splitlines()[1] == "Nadia: socks for 12 hr shifts? im a pharmacist at walgreens"
@@ -298,16 +293,13 @@ def test_what_the_user_says_in_passing_in_lower_case_is_summarised_and_extracted
 
 def test_a_statement_before_a_question_and_what_the_household_did_are_extracted(server: RunningServer) -> None:
     who = "ben"
-    turns = [
-        turn(text, name="" if role == ASSISTANT else "Ben", role=role, at=JAN_2025 + i * 60)
-        for i, (text, role) in enumerate(
-            [
-                user("I'm allergic to penicillin, is amoxicillin ok for my ear infection?"),
-                assistant("No, amoxicillin is a penicillin. Ask your doctor for something else, like azithromycin."),
-                user("we finally moved out of the Leeds flat, we're in a little house in Otley now"),
-            ]
-        )
-    ]
+    turns = said(
+        JAN_2025,
+        user("I'm allergic to penicillin, is amoxicillin ok for my ear infection?"),
+        assistant("No, amoxicillin is a penicillin. Ask your doctor for something else, like azithromycin."),
+        user("we finally moved out of the Leeds flat, we're in a little house in Otley now"),
+        name="Ben",
+    )
     written = add_conversation(server, who, "s1", turns)
     extracted = [m.content for m in written.extracted]
     assert "Ben is allergic to penicillin." in extracted, extracted
